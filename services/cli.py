@@ -1,0 +1,145 @@
+"""``hudi-sink`` console script: argument parsing and wiring only.
+
+Exit codes: 0 clean stop, 1 runtime failure, 2 bad config or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from shared.config import SinkConfig, load_config
+from shared.errors import ConfigError
+from shared.runner import configure_logging, serve_service
+
+__all__ = ["main"]
+
+log = logging.getLogger("hudi_sink.cli")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # usage errors exit 2, as documented
+        self.print_usage(sys.stderr)
+        print(f"hudi-sink: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _load(path: str | None, admin_port: int | None = None) -> SinkConfig:
+    overrides = {"admin": {"port": admin_port}} if admin_port is not None else None
+    return load_config(path, overrides=overrides)
+
+
+def _service_command(factory: Callable[[SinkConfig], Any]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        config = _load(args.config, args.admin_port)
+        service = factory(config)
+        return asyncio.run(serve_service(service, config.admin.host, config.admin.port))
+
+    return run
+
+
+def _coordinator(config: SinkConfig) -> Any:
+    from services.coordinator.service import CoordinatorService
+
+    return CoordinatorService(config, admin_url=f"http://{config.admin.host}:{config.admin.port}")
+
+
+def _participant(config: SinkConfig) -> Any:
+    from services.participant.service import ParticipantService
+
+    return ParticipantService(config)
+
+
+def _deleter(config: SinkConfig) -> Any:
+    from services.deleter.service import DeleterService
+
+    return DeleterService(config)
+
+
+def _broker(args: argparse.Namespace) -> int:
+    from shared.broker import run_broker_foreground
+
+    return asyncio.run(run_broker_foreground(args.port))
+
+
+def _dev(args: argparse.Namespace) -> int:
+    from services.dev import run_dev
+
+    return run_dev(args.config, args.records)
+
+
+def _produce(args: argparse.Namespace) -> int:
+    from services.produce import run_produce
+
+    config = _load(args.config)
+    return asyncio.run(run_produce(config, args.records, args.partitions, args.rate))
+
+
+def _table(args: argparse.Namespace) -> int:
+    from services.table_cmd import run_table
+
+    return run_table(args.action, args.path, as_json=args.json, limit=args.limit,
+                     as_of=args.as_of)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="hudi-sink", description="Exactly-once Kafka → Apache Hudi sink")
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name, factory, text in (
+        ("coordinator", _coordinator, "run the transaction coordinator"),
+        ("participant", _participant, "run a participant (consumes data topics, writes files)"),
+        ("deleter", _deleter, "run the two-phase file deleter"),
+    ):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("--config", required=True, help="YAML config file")
+        cmd.add_argument("--admin-port", type=int, default=None, help="overrides admin.port")
+        cmd.set_defaults(func=_service_command(factory))
+    broker = sub.add_parser("broker", help="embedded development broker (tansu) in the foreground")
+    broker.add_argument("--port", type=int, default=9092)
+    broker.set_defaults(func=_broker)
+    dev = sub.add_parser("dev", help="broker, all services and a demo producer on this machine")
+    dev.add_argument("--config", default=None, help="YAML config (default: built-in demo config)")
+    dev.add_argument("--records", type=int, default=10000, help="demo records to produce")
+    dev.set_defaults(func=_dev)
+    produce = sub.add_parser("produce", help="produce synthetic records built from table.schema")
+    produce.add_argument("--config", required=True)
+    produce.add_argument("--records", type=int, required=True)
+    produce.add_argument("--partitions", type=int, default=None,
+                         help="partitions when the topic is created (default 4)")
+    produce.add_argument("--rate", type=float, default=None, help="records per second (max)")
+    produce.set_defaults(func=_produce)
+    table = sub.add_parser("table", help="inspect a Hudi table (read with hudi-rs)")
+    table.add_argument("action", choices=["show", "history", "read"])
+    table.add_argument("--path", required=True, help="table base path")
+    table.add_argument("--json", action="store_true", help="machine-readable output")
+    table.add_argument("--limit", type=int, default=20, help="rows (read) or instants (history)")
+    table.add_argument("--as-of", default=None, help="read: time travel to this instant")
+    table.set_defaults(func=_table)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    configure_logging(args.log_level.upper())
+    try:
+        code = int(args.func(args))
+    except ConfigError as exc:
+        print(f"hudi-sink: configuration error: {exc}", file=sys.stderr)
+        code = 2
+    except KeyboardInterrupt:
+        code = 0
+    except Exception as exc:  # noqa: BLE001 - last resort: a clear message and exit code 1
+        log.debug("failure", exc_info=True)
+        print(f"hudi-sink: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        code = 1
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""Bookkeeping of the one open transaction — no I/O, a clock passed in.
+
+Completeness is a *set* of partitions that answered, never a count: a duplicate status, a
+status of a stale owner or of an instant we are not running cannot make an instant look
+complete (Hudi's count-based check could).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from shared.protocol import WriteStatus
+
+__all__ = ["CommitState", "StatusOutcome"]
+
+Key = tuple[str, int]
+
+
+class StatusOutcome(Enum):
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"  # this partition already answered for this instant
+    NOT_EXPECTED = "not_expected"  # not a partition of this transaction
+    NOT_OWNER = "not_owner"  # another member announced the partition after the sender
+    BAD_START = "bad_start"  # did not start from the offset we sent: a stale START
+
+
+@dataclass
+class CommitState:
+    instant: str
+    epoch: int
+    expected: frozenset[Key]
+    start_offsets: dict[Key, int]
+    started_at: float
+    ended_at: float | None = None
+    end_sent_at: float | None = None
+    statuses: dict[Key, WriteStatus] = field(default_factory=dict)
+    owners: dict[Key, str] = field(default_factory=dict)
+    """Latest member that announced each partition (PARTICIPANT_READY)."""
+
+    # --- predicates ---------------------------------------------------------------------
+    def is_interval_reached(self, now: float, interval_s: float) -> bool:
+        return self.ended_at is None and now - self.started_at >= interval_s
+
+    def is_timed_out(self, now: float, timeout_s: float) -> bool:
+        return self.ended_at is not None and now - self.ended_at >= timeout_s
+
+    def is_complete(self) -> bool:
+        return self.expected <= self.statuses.keys()
+
+    def should_resend_end(self, now: float, resend_s: float) -> bool:
+        return (
+            self.end_sent_at is not None
+            and not self.is_complete()
+            and now - self.end_sent_at >= resend_s
+        )
+
+    def pending(self) -> list[Key]:
+        return sorted(self.expected - self.statuses.keys())
+
+    # --- events -------------------------------------------------------------------------
+    def announce(self, key: Key, member: str) -> None:
+        self.owners[key] = member
+
+    def record_status(self, status: WriteStatus, member: str) -> StatusOutcome:
+        key = status.key()
+        if key not in self.expected:
+            return StatusOutcome.NOT_EXPECTED
+        if key in self.statuses:
+            return StatusOutcome.DUPLICATE
+        owner = self.owners.get(key)
+        if owner is not None and owner != member:
+            return StatusOutcome.NOT_OWNER
+        if status.start_offset != self.start_offsets.get(key, 0) or status.next_offset < status.start_offset:
+            return StatusOutcome.BAD_START
+        self.statuses[key] = status
+        return StatusOutcome.ACCEPTED
+
+    def mark_ended(self, now: float) -> None:
+        self.ended_at = now
+        self.end_sent_at = now
+
+    def next_offsets(self) -> dict[Key, int]:
+        """Offsets after this instant: answered partitions advance, others keep theirs."""
+        offsets = dict(self.start_offsets)
+        for key, status in self.statuses.items():
+            offsets[key] = status.next_offset
+        return offsets

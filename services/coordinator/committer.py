@@ -1,0 +1,209 @@
+"""Everything the coordinator does to the table, fenced through the sink log.
+
+Synchronous on purpose (plain file I/O): the service calls these in worker threads.
+
+Order of a commit (DESIGN §2 step 3, with the fence first):
+1. every listed staged file exists with the size its status reported;
+2. COMMIT entry appended to the sink log at our next sequence number — the point of no
+   return, and the fence: it fails if a newer epoch took that number;
+3. listed files moved from staging into their partition directories;
+4. ``<T>.commit`` created (exclusively) — readers see the instant from here on;
+5. unlisted staged files of T discarded (never visible: they are in ``.hoodie/.temp``).
+A crash between 2 and 4 is rolled forward by the next leader from the log entry.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from shared.errors import FencedError, TableFormatError
+from shared.fs import FileSystem
+from shared.hudi.table import HudiTable
+from shared.sink_log import EntryKind, LogEntry, SinkLog, SinkLogState
+
+__all__ = ["TableCommitter", "RecoveryReport", "StagedDiscard"]
+
+log = logging.getLogger("hudi_sink.committer")
+
+StagedDiscard = Callable[[str, list[str], str], None]
+"""(instant, absolute staged paths, reason) → hand files to deletion (or delete them)."""
+
+
+@dataclass
+class RecoveryReport:
+    rolled_forward: list[str] = field(default_factory=list)
+    rolled_back: list[str] = field(default_factory=list)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def delete_staged_files(fs: FileSystem) -> StagedDiscard:
+    """Until the deleter exists: staged files are private to the sink and deleted at once."""
+
+    def discard(_instant: str, paths: list[str], _reason: str) -> None:
+        for path in paths:
+            fs.delete(path)
+
+    return discard
+
+
+class TableCommitter:
+    def __init__(self, fs: FileSystem, table: HudiTable, discard: StagedDiscard) -> None:
+        self._fs = fs
+        self._table = table
+        self._log = SinkLog(fs, table.base_path)
+        self._discard = discard
+        self.epoch = 0
+        self._seq = 0
+        self.state = SinkLogState()
+
+    # --- epochs ---------------------------------------------------------------------------
+    def claim_epoch(self, leader: dict[str, Any]) -> int:
+        """Append an EPOCH entry at the next free number; from then on any older leader's
+        append fails. Retries when another appender won the number."""
+        for _ in range(100):
+            self.state = self._log.read_state(self.state)
+            entry = LogEntry(
+                seq=self.state.last_seq + 1,
+                kind=EntryKind.EPOCH,
+                epoch=self.state.epoch + 1,
+                leader=leader,
+                created_at=_now(),
+            )
+            if self._log.try_append(entry):
+                self.state.apply(entry)
+                self.epoch, self._seq = entry.epoch, entry.seq
+                log.info("claimed epoch %d (sink log seq %d)", self.epoch, self._seq)
+                return self.epoch
+        raise FencedError("could not claim an epoch: the sink log keeps moving")
+
+    def refresh(self) -> SinkLogState:
+        self.state = self._log.read_state(self.state)
+        return self.state
+
+    def _append(self, kind: EntryKind, instant: str, **fields: Any) -> LogEntry:
+        entry = LogEntry(
+            seq=self._seq + 1, kind=kind, epoch=self.epoch, instant=instant,
+            created_at=_now(), **fields,
+        )
+        try:
+            self._log.append_or_fence(entry)
+        except FencedError:
+            self.refresh()
+            raise
+        self._seq = entry.seq
+        self.state.apply(entry)
+        return entry
+
+    # --- recovery -------------------------------------------------------------------------
+    def recover(self) -> RecoveryReport:
+        """Finish what earlier leaders left: roll decided commits forward, roll every other
+        pending instant back (deciding ABORT first, through the log)."""
+        report = RecoveryReport()
+        state = self.refresh()
+        completed = set(self._table.completed_commits())
+        for instant, entry in sorted(state.decisions.items()):
+            if entry.kind is EntryKind.COMMIT and instant not in completed:
+                self._roll_forward(entry)
+                report.rolled_forward.append(instant)
+        for instant in self._table.pending_instants():
+            decision = state.decisions.get(instant)
+            if decision is not None and decision.kind is EntryKind.COMMIT:
+                continue
+            self.abort(instant, "recovered by a new coordinator epoch")
+            report.rolled_back.append(instant)
+        self._clean_staging(exclude=set())
+        return report
+
+    def _roll_forward(self, entry: LogEntry) -> None:
+        assert entry.instant is not None and entry.metadata is not None
+        log.warning("rolling commit %s forward (decided by epoch %d)", entry.instant, entry.epoch)
+        self._place(entry.instant, entry.metadata, entry.moves)
+        if not self._fs.exists(self._commit_file(entry.instant)):
+            self._table.complete_instant(entry.instant, entry.metadata)
+
+    def _commit_file(self, instant: str) -> str:
+        return posixpath.join(self._table.base_path, ".hoodie", f"{instant}.commit")
+
+    def _clean_staging(self, exclude: set[str]) -> None:
+        """Staging dirs of instants that are finished (completed or rolled back)."""
+        temp = posixpath.join(self._table.base_path, ".hoodie", ".temp")
+        pending = set(self._table.pending_instants())
+        for info in self._fs.list_dir(temp):
+            if info.is_dir and info.name.isdigit() and info.name not in pending | exclude:
+                files = [f.path for f in self._fs.walk_files(info.path)]
+                if files:
+                    self._discard(info.name, files, "staging of a finished instant")
+                self._fs.delete_tree(info.path)
+
+    # --- transactions -----------------------------------------------------------------------
+    def start(self, instant: str) -> None:
+        self._table.start_instant(instant)
+
+    def abort_foreign(self, current: str | None) -> list[str]:
+        """Roll back pending instants that are not ours (a fenced zombie may create some)."""
+        aborted = []
+        for instant in self._table.pending_instants():
+            if instant != current and not self.state.committed(instant):
+                self.abort(instant, "pending instant of another coordinator")
+                aborted.append(instant)
+        return aborted
+
+    def verify_staged(self, moves: list[tuple[str, str]], sizes: dict[str, int]) -> str | None:
+        """Reason why the listed staged files are not all present, or None."""
+        for staged, _final in moves:
+            info = self._fs.file_info(posixpath.join(self._table.base_path, staged))
+            if info is None:
+                return f"staged file {staged} is missing"
+            if info.size != sizes[staged]:
+                return f"staged file {staged} has {info.size} bytes, status says {sizes[staged]}"
+        return None
+
+    def commit(self, instant: str, metadata: dict[str, Any], moves: list[tuple[str, str]]) -> None:
+        self._append(EntryKind.COMMIT, instant, metadata=metadata, moves=moves)
+        self._place(instant, metadata, moves)
+        self._table.complete_instant(instant, metadata)
+        self._discard_unlisted(instant, {staged for staged, _ in moves})
+
+    def _place(self, instant: str, metadata: dict[str, Any], moves: list[tuple[str, str]]) -> None:
+        from shared.hudi.table import WriteStat
+
+        stats = {
+            stat["path"]: WriteStat.from_json(stat)
+            for stats in metadata["partitionToWriteStats"].values()
+            for stat in stats
+        }
+        for staged, final in moves:
+            if final not in stats:
+                raise TableFormatError(f"{instant}: move target {final} has no write stat")
+            self._table.place_file(posixpath.join(self._table.base_path, staged), stats[final])
+
+    def _discard_unlisted(self, instant: str, listed: set[str]) -> None:
+        staging = self._table.staging_dir(instant)
+        base = self._table.base_path
+        leftovers = [
+            info.path for info in self._fs.walk_files(staging)
+            if posixpath.relpath(info.path, base) not in listed
+        ]
+        if leftovers:
+            self._discard(instant, leftovers, "staged but not listed by the commit")
+        self._fs.delete_tree(staging)
+
+    def abort(self, instant: str, reason: str) -> None:
+        """Decide ABORT (fenced), hand the instant's staged files to deletion, roll back."""
+        if self.state.committed(instant):
+            raise TableFormatError(f"{instant} was decided COMMIT; it can only roll forward")
+        if not self.state.rolled_back(instant):
+            self._append(EntryKind.ABORT, instant, reason=reason)
+        staged = [info.path for info in self._fs.walk_files(self._table.staging_dir(instant))]
+        if staged:
+            self._discard(instant, staged, f"aborted instant: {reason}")
+        self._table.rollback_instant(instant)
+        log.warning("rolled back %s: %s", instant, reason)

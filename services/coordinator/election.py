@@ -1,0 +1,86 @@
+"""Leader election through Kafka group membership (Hudi's partition-0 idea).
+
+Every coordinator process joins group ``<name>-coordinator`` subscribed to the 1-partition
+control topic; the member assigned partition 0 leads. The partition is paused at once (the
+control channel reads the topic; this consumer only holds the lease and heartbeats).
+
+Group membership alone is not fencing: a frozen leader may still believe it leads. The
+table-level fence is the sink log (``shared.sink_log``); this class only decides who *tries*.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+from aiokafka import TopicPartition as KafkaTopicPartition
+
+from shared.config import SinkConfig
+from shared.kafka import consumer_options
+
+__all__ = ["LeaderElection"]
+
+log = logging.getLogger("hudi_sink.election")
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, election: LeaderElection) -> None:
+        self._election = election
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        # Eager rebalancing revokes everything each time; leadership is decided by the
+        # assignment that follows (keeping it if partition 0 comes back to us).
+        return None
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        self._election._assigned(list(assigned))
+
+
+class LeaderElection:
+    def __init__(self, config: SinkConfig, member_id: str) -> None:
+        self._config = config
+        self._member_id = member_id
+        self._tp = KafkaTopicPartition(config.control_topic, 0)
+        self._consumer: AIOKafkaConsumer | None = None
+        self._leader = False
+        self.joined = False
+        self.changed = asyncio.Event()
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leader
+
+    async def start(self) -> None:
+        self._consumer = AIOKafkaConsumer(
+            **consumer_options(self._config.kafka, self._config.coordinator_group),
+            client_id=f"coordinator-{self._member_id}",
+        )
+        await self._consumer.start()
+        self._consumer.subscribe(topics=[self._config.control_topic], listener=_Listener(self))
+
+    def _assigned(self, assigned: list[KafkaTopicPartition]) -> None:
+        self.joined = True
+        if self._consumer is not None and assigned:
+            self._consumer.pause(*assigned)
+        leader = self._tp in assigned
+        if leader != self._leader:
+            log.info("coordinator %s %s leadership", self._member_id, "won" if leader else "lost")
+            self._leader = leader
+            self.changed.set()
+
+    async def run(self) -> None:
+        """Keep polling so the group membership (the lease) stays alive."""
+        assert self._consumer is not None
+        while True:
+            await self._consumer.getmany(timeout_ms=500)
+
+    async def stop(self) -> None:
+        if self._consumer is not None:
+            consumer, self._consumer = self._consumer, None
+            try:
+                await consumer.stop()  # leaves the group: a standby takes over at once
+            except Exception as exc:  # noqa: BLE001 - shutting down anyway
+                log.warning("election consumer stop failed: %s", exc)
+        self._leader = False

@@ -1,0 +1,479 @@
+"""The coordinator service: RFC-32's transaction loop, elected, epoch-fenced.
+
+``_process_routine`` is the whole protocol as a short script, one step per pass:
+  not leader → stand by | just elected → claim epoch, recover the table |
+  IDLE → start | STARTED and interval reached (or forced) → end |
+  ENDED and every partition answered → commit | ENDED and timed out → abort |
+  ENDED → re-send END to partitions that have not answered (lost messages heal fast).
+Control messages arrive through ``_inbox`` and are applied between steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+from fastapi import FastAPI
+
+from services.coordinator.commit_state import CommitState, StatusOutcome
+from services.coordinator.committer import TableCommitter, delete_staged_files
+from services.coordinator.election import LeaderElection
+from services.coordinator.rest import TransactionView, build_router
+from shared.admin import create_admin_app
+from shared.channel import ControlChannel
+from shared.config import SinkConfig
+from shared.errors import FencedError, HudiSinkError
+from shared.fs import filesystem_for
+from shared.hudi.naming import next_instant_time
+from shared.hudi.offsets import KAFKA_COMMIT_OFFSETS_KEY, format_offsets, parse_offsets
+from shared.hudi.table import HudiTable, WriteStat, build_commit_metadata
+from shared.kafka import TopicAdmin, ensure_sink_topics, producer_options, wait_for_kafka
+from shared.metrics import Metrics
+from shared.protocol import (
+    AckCommit,
+    EndCommit,
+    Envelope,
+    ParticipantReady,
+    PartitionOffset,
+    Role,
+    Sender,
+    StartCommit,
+    TopicPartition,
+    WriteStatus,
+)
+from shared.schema import TableSchema
+from shared.states import COORDINATOR_TRANSITIONS, CoordinatorPhase, StateMachine
+
+__all__ = ["CoordinatorService"]
+
+log = logging.getLogger("hudi_sink.coordinator")
+
+Key = tuple[str, int]
+STEP_S = 0.05
+RETRY_AFTER_FAILURE_S = 1.0
+
+
+class CoordinatorService:
+    name = "coordinator"
+
+    def __init__(self, config: SinkConfig, *, admin_url: str = "") -> None:
+        self.config = config
+        self.schema = TableSchema.from_config(config.table)
+        self.metrics = Metrics(self.name)
+        self.sender = Sender(role=Role.COORDINATOR, id=uuid.uuid4().hex, host=socket.gethostname())
+        self.admin_url = admin_url
+        self._fs = filesystem_for(config.table.base_path)
+        self._table = HudiTable(self._fs, config.table.base_path)
+        self.committer = TableCommitter(self._fs, self._table, delete_staged_files(self._fs))
+        self.phase = StateMachine("coordinator", CoordinatorPhase.STANDBY, COORDINATOR_TRANSITIONS)
+        self.current: CommitState | None = None
+        self.committed_offsets: dict[Key, int] = {}
+        self.history: dict[str, TransactionView] = {}
+        self._latest_instant: str | None = None
+        self._owners: dict[Key, str] = {}
+        self._inbox: asyncio.Queue[Envelope] = asyncio.Queue()
+        self._commit_requested = asyncio.Event()
+        self._abort_requested = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._not_ready: list[str] = ["starting"]
+        self._election: LeaderElection | None = None
+        self._channel: ControlChannel | None = None
+        self._producer: AIOKafkaProducer | None = None
+        self._admin: TopicAdmin | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        self._stop.set()
+
+    @property
+    def is_leader(self) -> bool:
+        return self.phase.state not in (CoordinatorPhase.STANDBY, CoordinatorPhase.STOPPED)
+
+    def readiness(self) -> list[str]:
+        if self._not_ready:
+            return list(self._not_ready)
+        if self._election is None or not self._election.joined:
+            return [f"not yet joined group {self.config.coordinator_group}"]
+        if not self.is_leader and not self.leader_info():
+            return ["no leader known yet"]
+        return []
+
+    def leader_info(self) -> dict[str, Any]:
+        return dict(self.committer.state.leader)
+
+    async def run(self) -> None:
+        cfg = self.config
+        await wait_for_kafka(cfg.kafka, on_attempt=lambda reason: self._set_not_ready(reason))
+        self._not_ready = ["creating topics"]
+        await ensure_sink_topics(cfg)
+        self._admin = TopicAdmin(cfg.kafka, client_id=f"coordinator-{self.sender.id}")
+        await self._admin.__aenter__()
+        try:
+            await self._admin.require_topics(cfg.kafka.topics)
+            await asyncio.to_thread(self._table.initialize, cfg.table, self.schema)
+            await asyncio.to_thread(self.committer.refresh)
+            self._producer = AIOKafkaProducer(**producer_options(cfg.kafka, "hudi-sink-coordinator"))
+            await self._producer.start()
+            self._channel = ControlChannel(cfg, self.sender, self._producer)
+            await self._channel.start()
+            self._election = LeaderElection(cfg, self.sender.id)
+            await self._election.start()
+            self._not_ready = []
+            log.info("coordinator %s started; waiting for leadership", self.sender.id)
+            routines = [
+                asyncio.create_task(self._election.run(), name="coordinator-election"),
+                asyncio.create_task(self._control_routine(), name="coordinator-control"),
+                asyncio.create_task(self._process_routine(), name="coordinator-process"),
+            ]
+            stop_task = asyncio.create_task(self._stop.wait())
+            try:
+                done, _ = await asyncio.wait(
+                    [stop_task, *routines], return_when=asyncio.FIRST_COMPLETED
+                )
+                for task in done:
+                    if task is not stop_task and task.exception() is not None:
+                        raise task.exception()  # type: ignore[misc]
+            finally:
+                stop_task.cancel()
+                for task in routines:
+                    task.cancel()
+                await asyncio.gather(*routines, return_exceptions=True)
+        finally:
+            await self._close()
+
+    def _set_not_ready(self, reason: str) -> None:
+        self._not_ready = [reason]
+
+    async def _close(self) -> None:
+        """Abandon the open instant (the next leader rolls it back: never half-commit on the
+        way out), leave the group so a standby takes over at once, close clients."""
+        log.info("coordinator stopping")
+        if self.current is not None:
+            log.info("abandoning open instant %s to the next leader", self.current.instant)
+        if self.phase.can(CoordinatorPhase.STOPPED):
+            self.phase.transition_to(CoordinatorPhase.STOPPED, "shutdown")
+        if self._election is not None:
+            await self._election.stop()
+        if self._channel is not None:
+            await self._channel.close()
+        if self._producer is not None:
+            with contextlib.suppress(Exception):
+                await self._producer.stop()
+        if self._admin is not None:
+            with contextlib.suppress(Exception):
+                await self._admin.__aexit__(None, None, None)
+
+    # --- control messages ----------------------------------------------------------------
+    async def _control_routine(self) -> None:
+        assert self._channel is not None
+        while True:
+            for envelope in await self._channel.receive(timeout_ms=200):
+                if envelope.sender.role is Role.PARTICIPANT:
+                    self._inbox.put_nowait(envelope)
+
+    def _receive(self, envelope: Envelope) -> list[Any]:
+        """Apply one participant message; returns follow-up sends."""
+        payload = envelope.payload
+        state = self.current
+        if isinstance(payload, ParticipantReady):
+            for tp in payload.partitions:
+                self._owners[tp.key()] = envelope.sender.id
+                if state is not None:
+                    state.announce(tp.key(), envelope.sender.id)
+            return self._answer_ready(payload.partitions)
+        if isinstance(payload, WriteStatus):
+            if state is None or envelope.commit_time != state.instant:
+                return self._answer_late_status(envelope, payload)
+            if envelope.coordinator_epoch != state.epoch:
+                log.info("dropped WRITE_STATUS of stale epoch %d", envelope.coordinator_epoch)
+                return []
+            outcome = state.record_status(payload, envelope.sender.id)
+            if outcome is not StatusOutcome.ACCEPTED:
+                log.info("WRITE_STATUS %s-%d for %s: %s", payload.topic, payload.partition,
+                         state.instant, outcome.value)
+            if payload.failed:
+                log.error("partition %s-%d failed: %s", payload.topic, payload.partition,
+                          payload.failed)
+        return []
+
+    def _answer_ready(self, partitions: list[TopicPartition]) -> list[Any]:
+        """A partition joined mid-transaction: it joins this instant (no abort needed)."""
+        state = self.current
+        if state is None or self.phase.state not in (CoordinatorPhase.STARTED, CoordinatorPhase.ENDED):
+            return []
+        targets = [tp for tp in partitions if tp.key() in state.expected
+                   and tp.key() not in state.statuses]
+        if not targets:
+            return []
+        sends: list[Any] = [StartCommit(offsets=self._offsets_list(state.start_offsets),
+                                        targets=targets)]
+        if self.phase.state is CoordinatorPhase.ENDED:
+            sends.append(EndCommit(targets=targets))
+        return sends
+
+    def _answer_late_status(self, envelope: Envelope, status: WriteStatus) -> list[Any]:
+        """A status for an instant we already committed: its ACK was lost; repeat it."""
+        instant = envelope.commit_time
+        view = self.history.get(instant or "")
+        same_epoch = envelope.coordinator_epoch == self.committer.epoch
+        if view is not None and view.state == "committed" and same_epoch:
+            return [("ack", instant, AckCommit(offsets=self._offsets_list(self.committed_offsets)))]
+        return []
+
+    # --- the loop -----------------------------------------------------------------------
+    async def _process_routine(self) -> None:
+        assert self._election is not None
+        while True:
+            if not self._election.is_leader:
+                if self.is_leader:
+                    self._step_down("lost group leadership")
+                self._election.changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._election.changed.wait(), timeout=1)
+                await asyncio.to_thread(self.committer.refresh)
+                continue
+            try:
+                if self.phase.state is CoordinatorPhase.STANDBY:
+                    await self._become_leader()
+                while not self._inbox.empty():
+                    for send in self._receive(self._inbox.get_nowait()):
+                        await self._send(send)
+                await self._step()
+            except FencedError as exc:
+                log.error("fenced: %s", exc)
+                self._step_down("fenced by a newer epoch")
+                await asyncio.sleep(RETRY_AFTER_FAILURE_S)
+                continue
+            except (HudiSinkError, OSError, ValueError) as exc:
+                log.exception("transaction step failed: %s", exc)
+                self._restart_leadership(f"error: {exc}")
+                await asyncio.sleep(RETRY_AFTER_FAILURE_S)
+            if self._inbox.empty():
+                await asyncio.sleep(STEP_S)
+
+    def _step_down(self, reason: str) -> None:
+        log.warning("stepping down: %s", reason)
+        if self.current is not None:
+            self.history.setdefault(self.current.instant, self._view(self.current, "inflight"))
+        self.current = None
+        self.phase.transition_to(CoordinatorPhase.STANDBY, reason)
+        self.metrics.leadership(False, self.committer.epoch)
+
+    async def _become_leader(self) -> None:
+        self.phase.transition_to(CoordinatorPhase.RECOVERING, "elected")
+        leader = {"member_id": self.sender.id, "host": self.sender.host, "admin_url": self.admin_url}
+        epoch = await asyncio.to_thread(self.committer.claim_epoch, leader)
+        report = await asyncio.to_thread(self.committer.recover)
+        for instant in report.rolled_back:
+            self.history[instant] = TransactionView(commit_time=instant, state="aborted",
+                                                    reason="rolled back on takeover")
+            self.metrics.transaction_aborted("takeover")
+        metadata = await asyncio.to_thread(self._table.latest_commit_metadata)
+        self.committed_offsets = {}
+        if metadata is not None:
+            raw = (metadata.get("extraMetadata") or {}).get(KAFKA_COMMIT_OFFSETS_KEY, "")
+            self.committed_offsets = parse_offsets(raw, list(self.config.kafka.topics))
+        self._latest_instant = await asyncio.to_thread(self._table.latest_instant_time)
+        self.metrics.leadership(True, epoch)
+        self.phase.transition_to(CoordinatorPhase.IDLE, f"epoch {epoch}")
+        log.info("leader with epoch %d; committed offsets %s; rolled forward %s, back %s",
+                 epoch, self._offsets_text(self.committed_offsets), report.rolled_forward,
+                 report.rolled_back)
+
+    async def _step(self) -> None:
+        now = time.monotonic()
+        phase = self.phase.state
+        txn = self.config.transaction
+        if phase is CoordinatorPhase.IDLE:
+            await self._start_transaction()
+            return
+        state = self.current
+        assert state is not None
+        if self._abort_requested.is_set():
+            self._abort_requested.clear()
+            await self._abort("forced through REST")
+            return
+        if phase is CoordinatorPhase.STARTED:
+            if self._commit_requested.is_set() or state.is_interval_reached(now, txn.interval_ms / 1000):
+                self._commit_requested.clear()
+                await self._end_transaction()
+        elif phase is CoordinatorPhase.ENDED:
+            if state.is_complete():
+                await self._commit()
+            elif state.is_timed_out(now, txn.write_status_timeout_ms / 1000):
+                log.error("write status timeout for %s; missing %s", state.instant, state.pending())
+                await self._abort("write status timeout")
+            elif state.should_resend_end(now, txn.resend_interval_ms / 1000):
+                state.end_sent_at = now
+                targets = [TopicPartition(topic=t, partition=p) for t, p in state.pending()]
+                await self._send(EndCommit(targets=targets))
+
+    async def _expected_partitions(self) -> frozenset[Key]:
+        assert self._admin is not None
+        counts = await self._admin.partition_counts(list(self.config.kafka.topics))
+        missing = [t for t in self.config.kafka.topics if t not in counts]
+        if missing:
+            raise HudiSinkError(f"data topic(s) {missing} no longer exist")
+        return frozenset((t, p) for t, n in counts.items() for p in range(n))
+
+    async def _start_transaction(self) -> None:
+        expected = await self._expected_partitions()
+        instant = next_instant_time(self._latest_instant, datetime.now(UTC))
+        await asyncio.to_thread(self.committer.abort_foreign, None)
+        await asyncio.to_thread(self.committer.start, instant)
+        self._latest_instant = instant
+        start_offsets = {key: self.committed_offsets.get(key, 0) for key in expected}
+        self.current = CommitState(
+            instant=instant,
+            epoch=self.committer.epoch,
+            expected=expected,
+            start_offsets=start_offsets,
+            started_at=time.monotonic(),
+            owners={k: v for k, v in self._owners.items() if k in expected},
+        )
+        self.phase.transition_to(CoordinatorPhase.STARTED, instant)
+        await self._send(StartCommit(offsets=self._offsets_list(start_offsets)))
+        log.info("started %s (epoch %d, %d partitions)", instant, self.committer.epoch, len(expected))
+
+    async def _end_transaction(self) -> None:
+        state = self.current
+        assert state is not None
+        state.mark_ended(time.monotonic())
+        self.phase.transition_to(CoordinatorPhase.ENDED, state.instant)
+        await self._send(EndCommit())
+
+    async def _commit(self) -> None:
+        state = self.current
+        assert state is not None
+        self.phase.transition_to(CoordinatorPhase.COMMITTING, state.instant)
+        stats: list[WriteStat] = []
+        moves: list[tuple[str, str]] = []
+        sizes: dict[str, int] = {}
+        records = dlq = 0
+        failed = []
+        for status in state.statuses.values():
+            records += status.records_written
+            dlq += status.records_dlq
+            if status.failed:
+                failed.append(status.failed)
+            for f in status.files:
+                stats.append(WriteStat(
+                    file_id=f.file_id, path=f.final_path, partition_path=f.partition_path,
+                    num_writes=f.num_records, num_inserts=f.num_records,
+                    file_size_bytes=f.size_bytes, total_write_bytes=f.size_bytes,
+                ))
+                moves.append((f.staged_path, f.final_path))
+                sizes[f.staged_path] = f.size_bytes
+        problem = await asyncio.to_thread(self.committer.verify_staged, moves, sizes)
+        if problem is not None:
+            await self._abort(problem)
+            return
+        offsets = state.next_offsets()
+        topics = list(self.config.kafka.topics)
+        extra = {
+            "schema": self.schema.avro_schema_json(),
+            KAFKA_COMMIT_OFFSETS_KEY: format_offsets(offsets, topics),
+            "hudi.sink.name": self.config.name,
+            "hudi.sink.coordinator.epoch": str(state.epoch),
+            "hudi.sink.records.written": str(records),
+            "hudi.sink.records.dlq": str(dlq),
+            "hudi.sink.records.skipped": str(sum(s.records_skipped for s in state.statuses.values())),
+        }
+        if failed:
+            extra["hudi.sink.failed.partitions"] = "; ".join(failed)
+        metadata = build_commit_metadata(stats, extra)
+        await asyncio.to_thread(self.committer.commit, state.instant, metadata, moves)
+        self.committed_offsets = offsets
+        duration = time.monotonic() - state.started_at
+        self.metrics.commit_completed(duration, records)
+        self.history[state.instant] = self._view(state, "committed", records=records,
+                                                 files=len(stats),
+                                                 bytes_=sum(sizes.values()), duration=duration)
+        self._trim_history()
+        self.current = None
+        self.phase.transition_to(CoordinatorPhase.IDLE, f"committed {state.instant}")
+        log.info("committed %s: %d rows, %d files, %d dlq, offsets %s (%.2f s)", state.instant,
+                 records, len(stats), dlq, self._offsets_text(offsets), duration)
+        await self._send(("ack", state.instant, AckCommit(offsets=self._offsets_list(offsets))))
+
+    async def _abort(self, reason: str) -> None:
+        state = self.current
+        assert state is not None
+        self.phase.transition_to(CoordinatorPhase.ABORTING, reason)
+        await asyncio.to_thread(self.committer.abort, state.instant, reason)
+        self.metrics.transaction_aborted(reason.split(":")[0][:40])
+        self.history[state.instant] = self._view(state, "aborted", reason=reason,
+                                                 duration=time.monotonic() - state.started_at)
+        self.current = None
+        self.phase.transition_to(CoordinatorPhase.IDLE, f"aborted {state.instant}")
+
+    def _restart_leadership(self, reason: str) -> None:
+        """After a failed step, start over as a fresh leader: the recovery path (new epoch,
+        roll decided commits forward, roll the rest back) is the one way out of any
+        half-done state, so there is no second, special-case repair path."""
+        log.error("restarting leadership after failure: %s", reason)
+        if self.phase.state is not CoordinatorPhase.STANDBY:
+            self._step_down(reason)
+
+    # --- sending --------------------------------------------------------------------------
+    async def _send(self, item: Any) -> None:
+        assert self._channel is not None
+        state = self.current
+        if isinstance(item, tuple):  # ("ack", instant, payload): the instant is already closed
+            _, instant, payload = item
+            await self._channel.send(payload, commit_time=instant, epoch=self.committer.epoch)
+            return
+        assert state is not None
+        await self._channel.send(item, commit_time=state.instant, epoch=state.epoch)
+
+    def _offsets_list(self, offsets: dict[Key, int]) -> list[PartitionOffset]:
+        return [PartitionOffset(topic=t, partition=p, offset=o) for (t, p), o in sorted(offsets.items())]
+
+    @staticmethod
+    def _offsets_text(offsets: dict[Key, int]) -> str:
+        return ",".join(f"{t}:{p}={o}" for (t, p), o in sorted(offsets.items()))
+
+    # --- REST -----------------------------------------------------------------------------
+    def _view(self, state: CommitState, status: str, *, records: int | None = None,
+              files: int | None = None, bytes_: int | None = None,
+              duration: float | None = None, reason: str | None = None) -> TransactionView:
+        return TransactionView(
+            commit_time=state.instant,
+            state=status,
+            epoch=state.epoch,
+            records=records,
+            files=files,
+            bytes=bytes_,
+            offsets={f"{t}:{p}": o for (t, p), o in sorted(state.next_offsets().items())}
+            if status == "committed"
+            else {f"{t}:{p}": o for (t, p), o in sorted(state.start_offsets.items())},
+            duration_s=round(duration, 3) if duration is not None else None,
+            reason=reason,
+        )
+
+    def _trim_history(self, keep: int = 1000) -> None:
+        if len(self.history) > keep:
+            for instant in sorted(self.history)[: len(self.history) - keep]:
+                del self.history[instant]
+
+    def request_commit(self) -> None:
+        self._commit_requested.set()
+
+    def request_abort(self) -> None:
+        self._abort_requested.set()
+
+    def admin_app(self) -> FastAPI:
+        return create_admin_app(
+            self.name,
+            readiness=self.readiness,
+            metrics=self.metrics,
+            token=self.config.admin.token,
+            routers=[build_router(self)],
+        )

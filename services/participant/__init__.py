@@ -1,0 +1,1 @@
+"""Participant: consumes data topics, decodes records, writes Hudi base files."""

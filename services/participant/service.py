@@ -1,0 +1,549 @@
+"""The participant service: one consumer group over the data topics, one
+TransactionParticipant per assigned partition, flushes through the process's SparkSession.
+
+Main loop (``_data_routine``): handle a pending rebalance → fetch → hand records to their
+partition → start flushes that are due. Control messages are handled by
+``_control_routine`` and lost messages healed by ``_heal_routine``; all three run on one
+event loop, and every state change is a synchronous block, so they never interleave inside
+one. Spark and file I/O run in worker threads (at most two flushes at a time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import posixpath
+import secrets
+import socket
+import time
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
+from aiokafka import TopicPartition as KafkaTopicPartition
+from aiokafka.structs import OffsetAndMetadata
+from fastapi import APIRouter, FastAPI
+from pydantic import BaseModel
+
+from services.participant.dead_letters import DeadLetter
+from services.participant.decoder import RecordDecoder
+from services.participant.flush_plan import FlushInput, plan_flush
+from services.participant.transaction import PendingBuffer, TransactionParticipant
+from shared.admin import create_admin_app
+from shared.channel import ControlChannel
+from shared.config import SinkConfig
+from shared.fs import filesystem_for
+from shared.hudi.table import HudiTable
+from shared.kafka import (
+    TopicAdmin,
+    consumer_options,
+    ensure_sink_topics,
+    producer_options,
+    wait_for_kafka,
+)
+from shared.metrics import Metrics
+from shared.protocol import (
+    AckCommit,
+    EndCommit,
+    Envelope,
+    ParticipantReady,
+    Role,
+    Sender,
+    StagedFile,
+    StartCommit,
+    TopicPartition,
+)
+from shared.schema import TableSchema
+from shared.spark_writer import SparkWriteError, SparkWriter
+from shared.states import PartitionPhase
+
+__all__ = ["ParticipantService", "PartitionView"]
+
+log = logging.getLogger("hudi_sink.participant")
+
+MAX_CONCURRENT_FLUSHES = 2
+FLUSH_ATTEMPTS = 4
+
+
+class PartitionView(BaseModel):
+    """One assigned partition as ``GET /partitions`` shows it."""
+
+    topic: str
+    partition: int
+    state: str
+    commit_time: str | None
+    coordinator_epoch: int
+    start_offset: int
+    buffered_records: int
+    staged_files: int
+    records_written: int
+    records_dlq: int
+    last_written_offset: int | None
+    committed_offset: int | None
+    fetched_offset: int | None
+    lag: int | None
+    failed: str | None
+
+
+class _RebalanceSignal(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Records what the group did; the data routine acts on it at the top of its loop."""
+
+    def __init__(self, service: ParticipantService) -> None:
+        self._service = service
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        self._service._revoked(list(revoked))
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        self._service._assigned(list(assigned))
+
+
+class ParticipantService:
+    name = "participant"
+
+    def __init__(self, config: SinkConfig) -> None:
+        self.config = config
+        self.schema = TableSchema.from_config(config.table)
+        self.metrics = Metrics(self.name)
+        self.sender = Sender(role=Role.PARTICIPANT, id=uuid.uuid4().hex, host=socket.gethostname())
+        self._fs = filesystem_for(config.table.base_path)
+        self._table = HudiTable(self._fs, config.table.base_path)
+        self._writer = SparkWriter(config.spark, self._fs)
+        self._writer_nonce = secrets.randbelow(2**31)
+        self._partitions: dict[tuple[str, int], TransactionParticipant] = {}
+        self._parked: dict[tuple[str, int], TransactionParticipant] = {}
+        self._pending_assignment: list[KafkaTopicPartition] | None = None
+        self._joined = False
+        self._max_epoch = 0
+        self._stop = asyncio.Event()
+        self._not_ready: list[str] = ["starting"]
+        self._slots = asyncio.Semaphore(MAX_CONCURRENT_FLUSHES)
+        self._consumer: AIOKafkaConsumer | None = None
+        self._producer: AIOKafkaProducer | None = None
+        self._channel: ControlChannel | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # --- lifecycle ----------------------------------------------------------------------
+    def shutdown(self) -> None:
+        self._stop.set()
+
+    def readiness(self) -> list[str]:
+        reasons = list(self._not_ready)
+        if not reasons and not self._joined:
+            reasons.append(f"not yet joined consumer group {self.config.participants_group}")
+        if not reasons and not self._writer.warmed:
+            reasons.append("SparkSession not warmed yet")
+        return reasons
+
+    async def run(self) -> None:
+        cfg = self.config
+        await wait_for_kafka(cfg.kafka, on_attempt=self._set_not_ready)
+        self._not_ready = ["creating topics"]
+        await ensure_sink_topics(cfg)
+        async with TopicAdmin(cfg.kafka) as admin:
+            await admin.require_topics(cfg.kafka.topics)
+        await asyncio.to_thread(self._table.initialize, cfg.table, self.schema)
+        self._not_ready = ["starting SparkSession"]
+        warm_dir = posixpath.join(cfg.table.base_path, ".hoodie", ".sink", f"warmup-{self.sender.id}")
+        await asyncio.to_thread(self._writer.start, warm_dir)
+        await asyncio.to_thread(self._fs.delete_tree, warm_dir)
+        self._producer = AIOKafkaProducer(**producer_options(cfg.kafka, "hudi-sink-participant"))
+        await self._producer.start()
+        self._channel = ControlChannel(cfg, self.sender, self._producer)
+        await self._channel.start()
+        self._consumer = AIOKafkaConsumer(
+            **consumer_options(cfg.kafka, cfg.participants_group), client_id=self.sender.id
+        )
+        await self._consumer.start()
+        self._consumer.subscribe(topics=list(cfg.kafka.topics), listener=_RebalanceSignal(self))
+        self._not_ready = []
+        log.info("participant %s started (topics %s)", self.sender.id, cfg.kafka.topics)
+        routines = [
+            self._spawn(self._data_routine(), "data"),
+            self._spawn(self._control_routine(), "control"),
+            self._spawn(self._heal_routine(), "heal"),
+        ]
+        stop_task = asyncio.create_task(self._stop.wait())
+        try:
+            done, _ = await asyncio.wait([stop_task, *routines], return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task is not stop_task and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+        finally:
+            stop_task.cancel()
+            await self._close(routines)
+
+    def _set_not_ready(self, reason: str) -> None:
+        self._not_ready = [reason]
+
+    def _spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro, name=f"participant-{name}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _close(self, routines: list[asyncio.Task[Any]]) -> None:
+        """Stop intake, let reports in progress finish briefly, leave the group, stop Spark."""
+        log.info("participant stopping: stop intake")
+        for task in routines:
+            task.cancel()
+        ending = [t for t in list(self._tasks) if t.get_name().startswith("participant-end")]
+        if ending:
+            log.info("participant stopping: waiting for %d report(s)", len(ending))
+            await asyncio.wait(ending, timeout=10)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*routines, return_exceptions=True)
+        if self._consumer is not None:
+            log.info("participant stopping: leaving group")
+            with contextlib.suppress(Exception):
+                await self._consumer.stop()
+        if self._channel is not None:
+            await self._channel.close()
+        if self._producer is not None:
+            with contextlib.suppress(Exception):
+                await self._producer.stop()
+        log.info("participant stopping: SparkSession")
+        await asyncio.to_thread(self._writer.stop)
+
+    # --- rebalance ------------------------------------------------------------------------
+    def _revoked(self, revoked: list[KafkaTopicPartition]) -> None:
+        # The development broker revokes everything on each rebalance: park the state and
+        # give it back if the partition returns to this member.
+        for ktp in revoked:
+            state = self._partitions.pop((ktp.topic, ktp.partition), None)
+            if state is not None:
+                self._parked[state.key] = state
+
+    def _assigned(self, assigned: list[KafkaTopicPartition]) -> None:
+        if self._consumer is not None and assigned:
+            self._consumer.pause(*assigned)
+        self._pending_assignment = assigned
+        self._joined = True
+
+    def _apply_assignment(self) -> None:
+        assigned, self._pending_assignment = self._pending_assignment, None
+        if assigned is None or self._consumer is None:
+            return
+        consumer = self._consumer
+        fresh: list[TopicPartition] = []
+        for ktp in assigned:
+            key = (ktp.topic, ktp.partition)
+            state = self._parked.pop(key, None) or self._partitions.get(key)
+            if state is None:
+                state = self._new_partition(ktp.topic, ktp.partition)
+            self._partitions[key] = state
+            if state.phase is PartitionPhase.WRITING:
+                consumer.seek(ktp, state.next_offset)
+                consumer.resume(ktp)
+            fresh.append(TopicPartition(topic=ktp.topic, partition=ktp.partition))
+        for key, state in self._parked.items():
+            self.metrics.partition_failed(key[0], key[1], False)
+            log.info("partition %s-%d moved away (instant %s abandoned here)", *key, state.instant)
+        self._parked.clear()
+        log.info("assigned %s", sorted(f"{t.topic}-{t.partition}" for t in fresh))
+        if fresh:
+            self._spawn(self._announce(fresh), "announce")
+
+    def _new_partition(self, topic: str, partition: int) -> TransactionParticipant:
+        return TransactionParticipant(
+            topic=topic,
+            partition=partition,
+            decoder=RecordDecoder(self.schema, self.config.errors.max_record_bytes),
+            flush_records=self.config.transaction.flush_records,
+            fail_on_error=self.config.errors.tolerance == "fail",
+        )
+
+    async def _announce(self, partitions: list[TopicPartition]) -> None:
+        assert self._channel is not None
+        await self._channel.send(ParticipantReady(partitions=partitions), commit_time=None, epoch=0)
+        now = time.monotonic()
+        for tp in partitions:
+            state = self._partitions.get(tp.key())
+            if state is not None:
+                state.last_signal_at = now
+
+    # --- data ---------------------------------------------------------------------------
+    async def _data_routine(self) -> None:
+        assert self._consumer is not None
+        consumer = self._consumer
+        while True:
+            if self._pending_assignment is not None:
+                self._apply_assignment()
+            batches = await consumer.getmany(timeout_ms=100, max_records=20000)
+            for ktp, records in batches.items():
+                state = self._partitions.get((ktp.topic, ktp.partition))
+                if state is None:
+                    continue
+                self.metrics.records_consumed(ktp.topic, len(records))
+                state.accept(records)
+                if state.phase is PartitionPhase.FAILED:
+                    consumer.pause(ktp)
+                    self.metrics.partition_failed(ktp.topic, ktp.partition, True)
+                    log.error("partition failed (errors.tolerance=fail): %s", state.failure)
+                if state.should_flush():
+                    self._start_flush(state)
+                    if len(state.flushes) >= MAX_CONCURRENT_FLUSHES:
+                        consumer.pause(ktp)  # back-pressure until a flush finishes
+                lag = state.lag()
+                if lag is not None:
+                    self.metrics.partition_lag(ktp.topic, ktp.partition, lag)
+
+    def _start_flush(self, state: TransactionParticipant) -> asyncio.Task[Any] | None:
+        buffer = state.take_buffer()
+        if buffer is None:
+            return None
+        task = self._spawn(self._flush(state, buffer), f"flush-{state.topic}-{state.partition}")
+        state.flushes.add(task)
+        task.add_done_callback(lambda t: self._flush_done(state, t))
+        return task
+
+    def _flush_done(self, state: TransactionParticipant, task: asyncio.Task[Any]) -> None:
+        state.flushes.discard(task)
+        if (
+            self._consumer is not None
+            and state.phase is PartitionPhase.WRITING
+            and len(state.flushes) < MAX_CONCURRENT_FLUSHES
+            and self._partitions.get(state.key) is state
+        ):
+            with contextlib.suppress(Exception):
+                self._consumer.resume(KafkaTopicPartition(state.topic, state.partition))
+
+    async def _flush(self, state: TransactionParticipant, buffer: PendingBuffer) -> None:
+        """Write one buffer into the instant's staging area; retried, since the rows exist
+        only in memory (a failure that persists leaves the partition unreported, and the
+        coordinator's timeout aborts the instant)."""
+        cfg = self.config
+        staging = self._table.staging_dir(buffer.instant)
+        spec = FlushInput(
+            topic=state.topic,
+            partition=state.partition,
+            source_index=cfg.kafka.topics.index(state.topic) * 100000 + state.partition,
+            instant=buffer.instant,
+            flush_no=buffer.flush_no,
+            writer_nonce=self._writer_nonce,
+            staging_dir=staging,
+            hive_style=cfg.table.hive_style_partitioning,
+        )
+        table, plans = await asyncio.to_thread(
+            plan_flush, buffer.rows, buffer.offsets, self.schema, spec
+        )
+        for attempt in range(1, FLUSH_ATTEMPTS + 1):
+            started = time.monotonic()
+            try:
+                async with self._slots:
+                    written = await asyncio.to_thread(self._writer.write, table, plans, staging)
+                break
+            except SparkWriteError as exc:
+                self.metrics.flush_failed()
+                if attempt == FLUSH_ATTEMPTS:
+                    log.error("flush of %s-%d for %s failed for good: %s",
+                              state.topic, state.partition, buffer.instant, exc)
+                    raise
+                log.warning("flush attempt %d failed, retrying: %s", attempt, exc)
+                await asyncio.sleep(2**attempt)
+        self.metrics.flush_completed(time.monotonic() - started)
+        base = cfg.table.base_path
+        files = [
+            StagedFile(
+                staged_path=posixpath.relpath(w.planned.staged_path, base),
+                final_path=posixpath.join(w.planned.partition_path, w.planned.file_name)
+                if w.planned.partition_path
+                else w.planned.file_name,
+                file_id=w.planned.file_id,
+                partition_path=w.planned.partition_path,
+                num_records=w.num_records,
+                size_bytes=w.size_bytes,
+            )
+            for w in written
+        ]
+        if state.add_staged(buffer.instant, files):
+            self.metrics.records_written(state.topic, sum(f.num_records for f in files))
+            log.debug("flushed %d rows of %s-%d into %d file(s) for %s",
+                      table.num_rows, state.topic, state.partition, len(files), buffer.instant)
+
+    # --- control ------------------------------------------------------------------------
+    async def _control_routine(self) -> None:
+        assert self._channel is not None
+        while True:
+            for envelope in await self._channel.receive(timeout_ms=200):
+                self._on_control(envelope)
+
+    def _on_control(self, envelope: Envelope) -> None:
+        if envelope.sender.role is not Role.COORDINATOR:
+            return
+        if envelope.coordinator_epoch < self._max_epoch:
+            log.debug("dropped %s of stale epoch %d", envelope.type, envelope.coordinator_epoch)
+            return
+        self._max_epoch = envelope.coordinator_epoch
+        payload = envelope.payload
+        if envelope.commit_time is None:
+            return
+        if isinstance(payload, StartCommit):
+            self._on_start(envelope.commit_time, envelope.coordinator_epoch, payload)
+        elif isinstance(payload, EndCommit):
+            self._on_end(envelope.commit_time, envelope.coordinator_epoch, payload)
+        elif isinstance(payload, AckCommit):
+            self._on_ack(envelope.commit_time, payload)
+
+    def _targets(self, targets: list[TopicPartition] | None) -> Iterable[TransactionParticipant]:
+        if targets is None:
+            return list(self._partitions.values())
+        return [self._partitions[t.key()] for t in targets if t.key() in self._partitions]
+
+    def _on_start(self, instant: str, epoch: int, start: StartCommit) -> None:
+        assert self._consumer is not None
+        offsets = {(o.topic, o.partition): o.offset for o in start.offsets}
+        for state in self._targets(start.targets):
+            if not state.should_begin(instant, epoch):
+                state.last_signal_at = time.monotonic()
+                continue
+            offset = offsets.get(state.key, 0)
+            state.begin(instant, epoch, offset)
+            self.metrics.partition_failed(state.topic, state.partition, False)
+            ktp = KafkaTopicPartition(state.topic, state.partition)
+            if ktp in self._consumer.assignment():
+                self._consumer.seek(ktp, offset)
+                self._consumer.resume(ktp)
+
+    def _on_end(self, instant: str, epoch: int, end: EndCommit) -> None:
+        for state in self._targets(end.targets):
+            if state.instant != instant or state.epoch != epoch:
+                continue
+            if state.phase in (PartitionPhase.WRITING, PartitionPhase.FAILED):
+                state.end()
+                self._spawn(self._report(state, instant), f"end-{state.topic}-{state.partition}")
+            elif state.phase is PartitionPhase.REPORTED and state.last_status is not None:
+                # The coordinator re-sent END: our status was lost. Statuses are idempotent.
+                self._spawn(self._resend_status(state), "resend")
+
+    async def _report(self, state: TransactionParticipant, instant: str) -> None:
+        """END_COMMIT: pause, flush the rest, send dead letters, then WRITE_STATUS."""
+        assert self._channel is not None and self._consumer is not None
+        ktp = KafkaTopicPartition(state.topic, state.partition)
+        if ktp in self._consumer.assignment():
+            self._consumer.pause(ktp)
+        self._start_flush(state)
+        if state.flushes:
+            results = await asyncio.gather(*list(state.flushes), return_exceptions=True)
+            if any(isinstance(r, BaseException) for r in results):
+                log.error("%s-%d: not reporting %s, a flush failed", *state.key, instant)
+                return
+        if state.instant != instant:
+            return  # a newer START replaced this instant while we flushed
+        letters = list(state.dead_letters)
+        if letters:
+            await self._send_dead_letters(letters)
+            self.metrics.records_dead_lettered(state.topic, len(letters))
+        if state.counters.skipped:
+            self.metrics.records_skipped(state.topic, state.counters.skipped)
+        if state.instant != instant or state.phase is not PartitionPhase.ENDING:
+            return
+        status = state.build_status()
+        await self._channel.send(status, commit_time=instant, epoch=state.epoch)
+        if state.instant == instant and state.phase is PartitionPhase.ENDING:
+            state.reported(status)
+
+    async def _send_dead_letters(self, letters: list[DeadLetter]) -> None:
+        """DLQ records are acked by the broker before the partition reports (at least once:
+        a replayed instant may send them again; their source coordinates identify them)."""
+        assert self._producer is not None
+        futures = [
+            await self._producer.send(
+                self.config.dlq_topic, value=letter.value, key=letter.key, headers=letter.headers()
+            )
+            for letter in letters
+        ]
+        await asyncio.gather(*futures)
+
+    async def _resend_status(self, state: TransactionParticipant) -> None:
+        assert self._channel is not None
+        if state.last_status is not None and state.instant is not None:
+            await self._channel.send(state.last_status, commit_time=state.instant, epoch=state.epoch)
+            state.last_signal_at = time.monotonic()
+
+    def _on_ack(self, instant: str, ack: AckCommit) -> None:
+        assert self._consumer is not None
+        offsets = {(o.topic, o.partition): o.offset for o in ack.offsets}
+        to_commit: dict[KafkaTopicPartition, OffsetAndMetadata] = {}
+        for state in self._partitions.values():
+            if state.instant != instant or state.phase is not PartitionPhase.REPORTED:
+                continue
+            offset = offsets.get(state.key, state.next_offset)
+            state.acked(offset)
+            ktp = KafkaTopicPartition(state.topic, state.partition)
+            if ktp in self._consumer.assignment():
+                to_commit[ktp] = OffsetAndMetadata(offset, "")
+        if to_commit:
+            self._spawn(self._commit_group_offsets(to_commit), "commit")
+
+    async def _commit_group_offsets(
+        self, offsets: dict[KafkaTopicPartition, OffsetAndMetadata]
+    ) -> None:
+        """Consumer-group offsets follow Hudi commits, so lag tools see the truth. They are
+        never read back for correctness (the table's offsets are)."""
+        assert self._consumer is not None
+        try:
+            await self._consumer.commit(offsets)
+        except Exception as exc:  # noqa: BLE001 - informational only; a rebalance may race
+            log.debug("group offset commit skipped: %s", exc)
+
+    # --- healing lost messages ------------------------------------------------------------
+    async def _heal_routine(self) -> None:
+        interval = self.config.transaction.resend_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval / 2)
+            now = time.monotonic()
+            idle = [
+                TopicPartition(topic=s.topic, partition=s.partition)
+                for s in self._partitions.values()
+                if s.phase is PartitionPhase.WAITING and now - s.last_signal_at > interval
+            ]
+            if idle:
+                await self._announce(idle)
+            for state in list(self._partitions.values()):
+                if state.phase is PartitionPhase.REPORTED and now - state.last_signal_at > interval:
+                    await self._resend_status(state)
+
+    # --- admin --------------------------------------------------------------------------
+    def partition_views(self) -> list[PartitionView]:
+        views = []
+        for state in sorted(self._partitions.values(), key=lambda s: s.key):
+            views.append(
+                PartitionView(
+                    topic=state.topic,
+                    partition=state.partition,
+                    state=state.phase.value,
+                    commit_time=state.instant,
+                    coordinator_epoch=state.epoch,
+                    start_offset=state.start_offset,
+                    buffered_records=len(state.rows),
+                    staged_files=len(state.staged),
+                    records_written=state.counters.written,
+                    records_dlq=state.counters.dlq,
+                    last_written_offset=state.next_offset - 1 if state.instant else None,
+                    committed_offset=state.committed_offset,
+                    fetched_offset=state.fetched_offset,
+                    lag=state.lag(),
+                    failed=state.failure,
+                )
+            )
+        return views
+
+    def admin_app(self) -> FastAPI:
+        router = APIRouter(tags=["participant"])
+
+        @router.get("/partitions", response_model=list[PartitionView])
+        async def partitions() -> list[PartitionView]:
+            return self.partition_views()
+
+        return create_admin_app(
+            self.name,
+            readiness=self.readiness,
+            metrics=self.metrics,
+            token=self.config.admin.token,
+            routers=[router],
+        )
+

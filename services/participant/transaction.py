@@ -1,0 +1,203 @@
+"""TransactionParticipant: the state of one assigned Kafka partition (RFC-32's participant).
+
+No I/O here: the service feeds it records and control decisions and performs what it asks
+(flush, send, seek, pause). That keeps the exactly-once rules in one testable place:
+
+- ``begin`` resets to the coordinator's offset (the coordinator is the source of truth);
+- records below ``next_offset`` were already written in this instant and are skipped;
+  later offsets are accepted in order, gaps are normal;
+- every accepted offset ends as exactly one row, one dead letter, or one skipped tombstone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.participant.dead_letters import DeadLetter
+from services.participant.decoder import RecordDecoder, Rejected, Row, Skipped
+from shared.protocol import StagedFile, WriteStatus
+from shared.states import PARTITION_TRANSITIONS, PartitionPhase, StateMachine
+
+__all__ = ["TransactionParticipant", "PendingBuffer"]
+
+
+@dataclass
+class PendingBuffer:
+    """Rows taken out of the buffer for one flush."""
+
+    rows: list[Row]
+    offsets: list[int]
+    flush_no: int
+    instant: str
+
+
+@dataclass
+class _Counters:
+    written: int = 0
+    dlq: int = 0
+    skipped: int = 0
+    unknown_fields: int = 0
+
+
+@dataclass
+class TransactionParticipant:
+    topic: str
+    partition: int
+    decoder: RecordDecoder
+    flush_records: int
+    fail_on_error: bool
+    phase_machine: StateMachine[PartitionPhase] = field(init=False)
+    instant: str | None = None
+    epoch: int = 0
+    start_offset: int = 0
+    next_offset: int = 0
+    """Next offset to write: every offset below it (from start_offset) is handled."""
+    committed_offset: int | None = None
+    fetched_offset: int | None = None
+    """Highest offset fetched + 1 (lag is computed from fetched data, never end_offsets)."""
+    rows: list[Row] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    flush_no: int = 0
+    staged: list[StagedFile] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    counters: _Counters = field(default_factory=_Counters)
+    failure: str | None = None
+    flushes: set[asyncio.Task[Any]] = field(default_factory=set)
+    last_status: WriteStatus | None = None
+    last_signal_at: float = field(default_factory=time.monotonic)
+    """When we last heard from / spoke to the coordinator about this partition."""
+
+    def __post_init__(self) -> None:
+        self.phase_machine = StateMachine(
+            f"{self.topic}-{self.partition}", PartitionPhase.WAITING, PARTITION_TRANSITIONS
+        )
+
+    @property
+    def phase(self) -> PartitionPhase:
+        return self.phase_machine.state
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+    # --- decisions --------------------------------------------------------------------
+    def should_begin(self, instant: str, epoch: int) -> bool:
+        """A START for a newer (epoch, instant) than ours restarts us; repeats are ignored."""
+        if self.instant is None:
+            return True
+        return (epoch, instant) > (self.epoch, self.instant)
+
+    def should_flush(self) -> bool:
+        return self.phase is PartitionPhase.WRITING and len(self.rows) >= self.flush_records
+
+    @property
+    def accepting(self) -> bool:
+        return self.phase is PartitionPhase.WRITING
+
+    # --- transitions ------------------------------------------------------------------
+    def begin(self, instant: str, epoch: int, offset: int) -> None:
+        """Start instant ``instant`` from ``offset``; anything of an older instant is dropped
+        (its staged files never become visible and are cleaned up by the coordinator)."""
+        self.phase_machine.transition_to(PartitionPhase.WRITING, f"start {instant} @ {offset}")
+        self.instant, self.epoch = instant, epoch
+        self.start_offset = self.next_offset = offset
+        self.rows, self.offsets = [], []
+        self.flush_no = 0
+        self.staged = []
+        self.dead_letters = []
+        self.counters = _Counters()
+        self.failure = None
+        self.flushes = set()
+        self.last_status = None
+        self.last_signal_at = time.monotonic()
+
+    def accept(self, records: Iterable[Any]) -> None:
+        """Decode fetched records (``offset``, ``value``, ``key``, ``timestamp``) in order."""
+        for record in records:
+            offset = record.offset
+            self.fetched_offset = max(self.fetched_offset or 0, offset + 1)
+            if not self.accepting:
+                return
+            if offset < self.next_offset:
+                continue  # already handled in this instant (re-fetch after a seek)
+            result = self.decoder.decode(record.value)
+            if isinstance(result, Row):
+                self.rows.append(result)
+                self.offsets.append(offset)
+                self.counters.unknown_fields += result.unknown_fields
+            elif isinstance(result, Skipped):
+                self.counters.skipped += 1
+            elif isinstance(result, Rejected):
+                if self.fail_on_error:
+                    self.failure = (
+                        f"{self.topic}-{self.partition} offset {offset}: "
+                        f"{result.error_class}: {result.message}"
+                    )
+                    self.phase_machine.transition_to(PartitionPhase.FAILED, self.failure)
+                    return  # next_offset stays at the bad record: nothing past it commits
+                self.dead_letters.append(
+                    DeadLetter.from_rejected(
+                        result,
+                        topic=self.topic,
+                        partition=self.partition,
+                        offset=offset,
+                        timestamp_ms=record.timestamp,
+                        key=record.key,
+                        value=record.value,
+                    )
+                )
+                self.counters.dlq += 1
+            self.next_offset = offset + 1
+
+    def take_buffer(self) -> PendingBuffer | None:
+        if not self.rows or self.instant is None:
+            return None
+        taken = PendingBuffer(self.rows, self.offsets, self.flush_no, self.instant)
+        self.rows, self.offsets = [], []
+        self.flush_no += 1
+        return taken
+
+    def add_staged(self, instant: str, files: list[StagedFile]) -> bool:
+        """Record a finished flush; False if it belongs to an instant we already left."""
+        if instant != self.instant:
+            return False
+        self.staged.extend(files)
+        self.counters.written += sum(f.num_records for f in files)
+        return True
+
+    def end(self) -> None:
+        self.phase_machine.transition_to(PartitionPhase.ENDING, f"end {self.instant}")
+
+    def build_status(self) -> WriteStatus:
+        return WriteStatus(
+            topic=self.topic,
+            partition=self.partition,
+            start_offset=self.start_offset,
+            next_offset=self.next_offset,
+            files=list(self.staged),
+            records_written=self.counters.written,
+            records_dlq=self.counters.dlq,
+            records_skipped=self.counters.skipped,
+            unknown_fields=self.counters.unknown_fields,
+            failed=self.failure,
+        )
+
+    def reported(self, status: WriteStatus) -> None:
+        self.phase_machine.transition_to(PartitionPhase.REPORTED, f"status {self.instant}")
+        self.last_status = status
+        self.dead_letters = []
+        self.last_signal_at = time.monotonic()
+
+    def acked(self, offset: int) -> None:
+        self.phase_machine.transition_to(PartitionPhase.WAITING, f"ack {self.instant}")
+        self.committed_offset = offset
+        self.last_signal_at = time.monotonic()
+
+    def lag(self) -> int | None:
+        if self.fetched_offset is None or self.committed_offset is None:
+            return None
+        return max(0, self.fetched_offset - self.committed_offset)

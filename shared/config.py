@@ -1,0 +1,307 @@
+"""The one settings object every service receives.
+
+Precedence: CLI flag > environment (``HUDI_SINK__SECTION__KEY``) > YAML file > default.
+Validation is strict (unknown keys are errors) so a typo fails at start, naming the key,
+instead of silently running with a default.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from shared.errors import ConfigError
+
+__all__ = [
+    "SinkConfig",
+    "KafkaConfig",
+    "TableConfig",
+    "TransactionConfig",
+    "ErrorsConfig",
+    "DeletionConfig",
+    "AdminConfig",
+    "SparkConfig",
+    "load_config",
+    "config_from_mapping",
+    "ENV_PREFIX",
+]
+
+ENV_PREFIX = "HUDI_SINK__"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KafkaConfig(_Section):
+    """Where the data and control topics live and how to reach them."""
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    topics: list[str] = Field(default_factory=lambda: ["orders"], min_length=1)
+    session_timeout_ms: int = Field(10000, ge=1000)
+    heartbeat_interval_ms: int | None = Field(None, ge=100)
+    startup_timeout_s: float = Field(60, ge=0)
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_plain_username: str | None = None
+    sasl_plain_password: str | None = Field(None, repr=False)
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+
+    @field_validator("topics")
+    @classmethod
+    def _distinct_topics(cls, topics: list[str]) -> list[str]:
+        if len(set(topics)) != len(topics):
+            raise ValueError("topics must be distinct")
+        for topic in topics:
+            if not topic or ":" in topic or "," in topic or "=" in topic:
+                raise ValueError(f"invalid topic name {topic!r} (empty, or holds ':' ',' '=')")
+        return topics
+
+    @model_validator(mode="after")
+    def _security_files(self) -> KafkaConfig:
+        for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+            path = getattr(self, key)
+            if path is not None and not Path(path).is_file():
+                raise ValueError(f"{key}: file not found: {path}")
+        if self.security_protocol.startswith("SASL") and self.sasl_mechanism is None:
+            raise ValueError("sasl_mechanism: required when security_protocol is SASL_*")
+        return self
+
+
+class TableConfig(_Section):
+    """The Hudi table written by the sink."""
+
+    base_path: str = "./warehouse/orders"
+    name: str = "orders"
+    database: str = "default"
+    record_key_field: str = "id"
+    partition_field: str | None = None
+    precombine_field: str | None = None
+    schema_ddl: str = Field(
+        "id STRING, ts TIMESTAMP, country STRING, amount DOUBLE, payload STRING",
+        alias="schema",
+        min_length=1,
+    )
+    hive_style_partitioning: bool = False
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class TransactionConfig(_Section):
+    """Timing of the coordinator's transactions and the participants' buffers."""
+
+    interval_ms: int = Field(60000, ge=100)
+    write_status_timeout_ms: int = Field(300000, ge=1000)
+    flush_records: int = Field(100000, ge=1)
+    resend_interval_ms: int = Field(2000, ge=100)
+    """How often lost control messages are healed (re-announce / re-send)."""
+
+
+class ErrorsConfig(_Section):
+    """What happens to records that do not fit the schema."""
+
+    tolerance: Literal["dlq", "fail"] = "dlq"
+    max_record_bytes: int = Field(10485760, ge=1)
+
+
+class DeletionConfig(_Section):
+    """Two-phase deletion (PIP-186) knobs."""
+
+    partitions: int = Field(4, ge=1)
+    send_delay_s: float = Field(60, ge=0)
+    reconsume_later_s: float = Field(600, ge=0)
+    max_redeliveries: int = Field(10, ge=0)
+    cache_expiry_s: float = Field(600, ge=0)
+    orphan_min_age_s: float = Field(3600, ge=0)
+
+
+class AdminConfig(_Section):
+    """The FastAPI admin surface of each service."""
+
+    host: str = "0.0.0.0"
+    port: int = Field(8080, ge=0, le=65535)
+    token: str | None = Field(None, repr=False)
+
+
+class SparkConfig(_Section):
+    """The participant's SparkSession."""
+
+    master: str = "local[2]"
+    conf: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("master")
+    @classmethod
+    def _known_master(cls, master: str) -> str:
+        if not (master.startswith("local") or master.startswith("sc://")
+                or master.startswith("spark://") or master in ("yarn",)
+                or master.startswith("k8s://")):
+            raise ValueError(f"unsupported Spark master {master!r}")
+        return master
+
+    @field_validator("conf", mode="before")
+    @classmethod
+    def _stringify(cls, conf: Any) -> Any:
+        if isinstance(conf, Mapping):
+            return {str(k): str(v) for k, v in conf.items()}
+        return conf
+
+
+class SinkConfig(_Section):
+    """Everything one sink needs; topic and group names derive from ``name``."""
+
+    name: str = Field("orders", min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    kafka: KafkaConfig = Field(default_factory=KafkaConfig)
+    table: TableConfig = Field(default_factory=TableConfig)
+    transaction: TransactionConfig = Field(default_factory=TransactionConfig)
+    errors: ErrorsConfig = Field(default_factory=ErrorsConfig)
+    deletion: DeletionConfig = Field(default_factory=DeletionConfig)
+    admin: AdminConfig = Field(default_factory=AdminConfig)
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+
+    # Derived names (DESIGN §5). Properties, so they can never disagree with ``name``.
+    @property
+    def control_topic(self) -> str:
+        return f"{self.name}-control"
+
+    @property
+    def dlq_topic(self) -> str:
+        return f"{self.name}-dlq"
+
+    @property
+    def deletion_topic(self) -> str:
+        return f"{self.name}-deletion"
+
+    @property
+    def deletion_retry_topic(self) -> str:
+        return f"{self.name}-deletion-retry"
+
+    @property
+    def deletion_dlq_topic(self) -> str:
+        return f"{self.name}-deletion-dlq"
+
+    @property
+    def participants_group(self) -> str:
+        return f"{self.name}-participants"
+
+    @property
+    def coordinator_group(self) -> str:
+        return f"{self.name}-coordinator"
+
+    @property
+    def deleter_group(self) -> str:
+        return f"{self.name}-deleter"
+
+
+def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Turn ``HUDI_SINK__SECTION__KEY=value`` into a nested dict.
+
+    Values are parsed as JSON when they look like JSON (lists, numbers, booleans, null),
+    else kept as strings, so ``HUDI_SINK__KAFKA__TOPICS='["a","b"]'`` gives a list.
+    """
+    nested: dict[str, Any] = {}
+    for env_key, raw in environ.items():
+        if not env_key.startswith(ENV_PREFIX):
+            continue
+        parts = [p.lower() for p in env_key[len(ENV_PREFIX):].split("__") if p]
+        if not parts:
+            continue
+        try:
+            value: Any = json.loads(raw)
+        except ValueError:
+            value = raw
+        if isinstance(value, (dict)) and parts[-1] != "conf":
+            value = raw
+        node = nested
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError("environment sets both a section and a value", ".".join(parts))
+        node[parts[-1]] = value
+    return nested
+
+
+def _deep_merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _deep_merge(dict(merged[key]), value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _format_validation_error(exc: ValidationError) -> ConfigError:
+    first = exc.errors()[0]
+    key = ".".join(str(p) for p in first["loc"]) or "<root>"
+    if key == "table.schema_ddl":
+        key = "table.schema"
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        message = "unknown key"
+    elif kind == "missing":
+        message = "required key is missing"
+    else:
+        message = f"{first['msg']} (got {first.get('input')!r})"
+    others = len(exc.errors()) - 1
+    if others:
+        message += f" (and {others} more problem{'s' if others > 1 else ''})"
+    return ConfigError(message, key)
+
+
+def config_from_mapping(
+    data: Mapping[str, Any],
+    *,
+    base_dir: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> SinkConfig:
+    """Validate a config mapping (file contents) with env and CLI overrides applied."""
+    merged = _deep_merge(dict(data), _env_overrides(os.environ if environ is None else environ))
+    if overrides:
+        merged = _deep_merge(merged, overrides)
+    try:
+        config = SinkConfig.model_validate(merged)
+    except ValidationError as exc:
+        raise _format_validation_error(exc) from None
+    base_path = Path(config.table.base_path)
+    if not base_path.is_absolute() and "://" not in config.table.base_path:
+        base_path = ((base_dir or Path.cwd()) / base_path).resolve()
+        config = config.model_copy(
+            update={"table": config.table.model_copy(update={"base_path": str(base_path)})}
+        )
+    # The schema must parse and hold the key fields; checked here so it fails at start.
+    from shared.schema import TableSchema
+
+    TableSchema.from_config(config.table)
+    return config
+
+
+def load_config(
+    path: str | Path | None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> SinkConfig:
+    """Load a YAML config file (or only env/defaults when ``path`` is None)."""
+    data: Any = {}
+    base_dir = Path.cwd()
+    if path is not None:
+        file = Path(path)
+        if not file.is_file():
+            raise ConfigError(f"config file not found: {file}")
+        try:
+            data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {file} is not valid YAML: {exc}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {file} must hold a mapping at the top level")
+        base_dir = file.resolve().parent
+    return config_from_mapping(data, base_dir=base_dir, environ=environ, overrides=overrides)

@@ -1,0 +1,52 @@
+"""Error hierarchy shared by every service.
+
+Expected outcomes (a duplicate status, a stale epoch) are return values, not exceptions;
+exceptions here mean something a caller must react to.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "HudiSinkError",
+    "ConfigError",
+    "ProtocolDecodeError",
+    "TableFormatError",
+    "FencedError",
+    "IllegalTransition",
+    "SchemaError",
+]
+
+
+class HudiSinkError(Exception):
+    """Root of every error raised on purpose by hudi-sink."""
+
+
+class ConfigError(HudiSinkError):
+    """Configuration or usage is wrong; the CLI exits with code 2.
+
+    ``key`` is the dotted config key at fault (e.g. ``kafka.topics``) when one is known.
+    """
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        self.key = key
+        super().__init__(f"{key}: {message}" if key else message)
+
+
+class ProtocolDecodeError(HudiSinkError):
+    """A control message could not be decoded (bad bytes or unknown type)."""
+
+
+class TableFormatError(HudiSinkError):
+    """The Hudi table on disk is not in a state this writer understands."""
+
+
+class FencedError(HudiSinkError):
+    """A newer coordinator epoch owns the table; this process must stop acting as leader."""
+
+
+class IllegalTransition(HudiSinkError):
+    """A state machine was asked for a transition its table does not allow."""
+
+
+class SchemaError(ConfigError):
+    """``table.schema`` cannot be parsed or does not fit the table's keys."""

@@ -1,0 +1,321 @@
+"""One filesystem interface for all table I/O.
+
+Every byte the sink puts into (or reads from) a Hudi table goes through :class:`FileSystem`, so
+an object-store implementation (S3, GCS, ABFS) can be added later without touching the table
+code. The interface is deliberately small and maps onto object-store primitives:
+
+- ``write_atomic``  -> one PUT (readers never see a partial object),
+- ``create_exclusive`` -> PUT with ``If-None-Match: *`` (the fencing primitive: the second
+  writer of the same path loses, and nobody ever sees partial content),
+- ``rename`` -> copy + delete (not atomic on object stores; callers must make it idempotent,
+  which is why the table code tolerates "already moved").
+
+All methods are synchronous: callers in asyncio code run them in worker threads
+(``asyncio.to_thread``), which keeps the implementations simple and blocking-safe.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import shutil
+import stat as stat_module
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from shared.errors import ConfigError
+
+__all__ = ["FileInfo", "FileSystem", "LocalFileSystem", "filesystem_for"]
+
+_FILE_SCHEME = "file://"
+
+# errno values meaning "this filesystem cannot hard-link here" (FAT, some FUSE/SMB mounts, dirs).
+_NO_LINK_ERRNOS = frozenset(
+    {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS}
+)
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """What a listing returns about one entry.
+
+    ``path`` is the full path, spelled from the path the caller passed in.
+    """
+
+    path: str
+    name: str
+    size: int
+    mtime: float
+    is_dir: bool
+
+
+@runtime_checkable
+class FileSystem(Protocol):
+    """Table storage. Paths are plain strings (local paths or, later, URIs)."""
+
+    def read_bytes(self, path: str) -> bytes:
+        """Whole content of a file; FileNotFoundError when missing."""
+        ...
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        """Replace ``path`` with ``data`` so readers see either the old or the new content."""
+        ...
+
+    def create_exclusive(self, path: str, data: bytes) -> bool:
+        """Create ``path`` with complete content only if it does not exist; False if it did."""
+        ...
+
+    def rename(self, src: str, dst: str) -> None:
+        """Move a file; FileExistsError if ``dst`` is another existing file (never clobbers)."""
+        ...
+
+    def delete(self, path: str) -> bool:
+        """Delete one file; False when it was already gone."""
+        ...
+
+    def delete_tree(self, path: str) -> None:
+        """Delete a directory (or file) recursively; missing is fine."""
+        ...
+
+    def exists(self, path: str) -> bool:
+        """Whether a file or directory exists at ``path``."""
+        ...
+
+    def file_info(self, path: str) -> FileInfo | None:
+        """Metadata of one entry, None when missing (HEAD on object stores)."""
+        ...
+
+    def list_dir(self, path: str) -> list[FileInfo]:
+        """Direct children of a directory, sorted by name; [] when missing."""
+        ...
+
+    def walk_files(self, path: str) -> Iterator[FileInfo]:
+        """Every file below ``path`` recursively (no directories), in a stable order."""
+        ...
+
+    def makedirs(self, path: str) -> None:
+        """Create a directory and its parents; a no-op where directories do not exist."""
+        ...
+
+
+def _local(path: str) -> str:
+    """Local path for ``path`` or a ``file://`` URI.
+
+    The URI is taken literally, without percent-decoding: partition directory names legitimately
+    contain ``%2F`` and decoding it would turn an encoded value back into a path separator.
+    """
+    if path.startswith(_FILE_SCHEME):
+        rest = path[len(_FILE_SCHEME):]
+        if rest.startswith("localhost/"):
+            rest = rest[len("localhost"):]
+        if not rest.startswith("/"):
+            raise ValueError(f"file URI must be absolute (file:///...): {path!r}")
+        return rest
+    if "\x00" in path:
+        raise ValueError("path contains a NUL byte")
+    return path
+
+
+def _fsync_dir(directory: str) -> None:
+    """Make a new directory entry durable; best effort (not every OS/filesystem allows it)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _unlink_quiet(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _info(path: str, name: str, st: os.stat_result) -> FileInfo:
+    return FileInfo(
+        path=path,
+        name=name,
+        size=st.st_size,
+        mtime=st.st_mtime,
+        is_dir=stat_module.S_ISDIR(st.st_mode),
+    )
+
+
+class LocalFileSystem:
+    """:class:`FileSystem` on a POSIX filesystem.
+
+    Temp files are created next to their target (same directory, so ``os.replace``/``os.link``
+    stay on one filesystem) and named ``.<name>.<random>.tmp``: the leading dot keeps them out of
+    Hudi's timeline parsing and its base-file listing if a crash leaves one behind.
+    """
+
+    def _write_temp(self, target: str, data: bytes) -> str:
+        """Write ``data`` to a fresh fsynced temp file beside ``target``; return its path."""
+        parent = os.path.dirname(target) or "."
+        os.makedirs(parent, exist_ok=True)
+        tmp = os.path.join(parent, f".{os.path.basename(target)}.{secrets.token_hex(8)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            _unlink_quiet(tmp)
+            raise
+        os.close(fd)
+        return tmp
+
+    def read_bytes(self, path: str) -> bytes:
+        with open(_local(path), "rb") as handle:
+            return handle.read()
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        """Temp file + fsync + ``os.replace`` + directory fsync: all-or-nothing and durable."""
+        target = _local(path)
+        tmp = self._write_temp(target, data)
+        try:
+            os.replace(tmp, target)
+        except BaseException:
+            _unlink_quiet(tmp)
+            raise
+        _fsync_dir(os.path.dirname(target) or ".")
+
+    def create_exclusive(self, path: str, data: bytes) -> bool:
+        """Temp file + fsync + ``os.link(tmp, path)``.
+
+        ``link`` fails atomically with EEXIST when ``path`` exists, and the linked file already
+        holds the complete content, so no reader can observe a half-written winner (an
+        ``O_CREAT|O_EXCL`` open followed by writes could). There is deliberately no fallback for
+        filesystems without hard links: fencing must not silently degrade.
+        """
+        target = _local(path)
+        tmp = self._write_temp(target, data)
+        try:
+            os.link(tmp, target)
+        except FileExistsError:
+            return False
+        finally:
+            _unlink_quiet(tmp)
+        _fsync_dir(os.path.dirname(target) or ".")
+        return True
+
+    def rename(self, src: str, dst: str) -> None:
+        """Move ``src`` to ``dst`` without ever replacing another file.
+
+        Implemented as ``os.link(src, dst)`` + ``os.unlink(src)`` rather than "check, then
+        os.rename": the link is an atomic "create if absent", so there is no window in which a
+        concurrent writer's ``dst`` could be clobbered. If a crash struck between link and
+        unlink, ``dst`` and ``src`` are the same inode; a retry sees that and just removes
+        ``src``, so the operation is idempotent. Where hard links are unavailable (directories,
+        some mounts) it falls back to an existence check plus ``os.rename``, which is only racy
+        against concurrent writers of the same ``dst``.
+        """
+        source, target = _local(src), _local(dst)
+        parent = os.path.dirname(target) or "."
+        os.makedirs(parent, exist_ok=True)
+        try:
+            os.link(source, target, follow_symlinks=False)
+        except FileExistsError:
+            if os.path.samefile(source, target):
+                os.unlink(source)
+                _fsync_dir(parent)
+                return
+            raise FileExistsError(errno.EEXIST, "rename target exists", dst) from None
+        except OSError as exc:
+            if exc.errno not in _NO_LINK_ERRNOS:
+                raise
+            if os.path.lexists(target):
+                raise FileExistsError(errno.EEXIST, "rename target exists", dst) from None
+            os.rename(source, target)
+        else:
+            os.unlink(source)
+        _fsync_dir(parent)
+        src_parent = os.path.dirname(source) or "."
+        if src_parent != parent:
+            _fsync_dir(src_parent)
+
+    def delete(self, path: str) -> bool:
+        try:
+            os.unlink(_local(path))
+        except FileNotFoundError:
+            return False
+        return True
+
+    def delete_tree(self, path: str) -> None:
+        target = _local(path)
+        if os.path.islink(target) or os.path.isfile(target):
+            _unlink_quiet(target)
+            return
+        try:
+            shutil.rmtree(target)
+        except FileNotFoundError:
+            pass  # missing (or removed concurrently): the goal state is reached either way
+
+    def exists(self, path: str) -> bool:
+        return os.path.lexists(_local(path))
+
+    def file_info(self, path: str) -> FileInfo | None:
+        try:
+            st = os.stat(_local(path))
+        except FileNotFoundError:
+            return None
+        return _info(path, os.path.basename(path.rstrip("/")), st)
+
+    def list_dir(self, path: str) -> list[FileInfo]:
+        try:
+            with os.scandir(_local(path)) as entries:
+                found = [(entry.name, entry.stat(follow_symlinks=False)) for entry in entries]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        found.sort(key=lambda item: item[0])
+        return [_info(os.path.join(path, name), name, st) for name, st in found]
+
+    def walk_files(self, path: str) -> Iterator[FileInfo]:
+        root = _local(path)
+        for directory, dirs, files in os.walk(root):
+            dirs.sort()
+            relative = os.path.relpath(directory, root)
+            shown = path if relative == "." else os.path.join(path, relative)
+            for name in sorted(files):
+                try:
+                    st = os.stat(os.path.join(directory, name), follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # deleted while walking
+                yield _info(os.path.join(shown, name), name, st)
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(_local(path), exist_ok=True)
+
+
+def filesystem_for(base_path: str) -> FileSystem:
+    """The FileSystem for a table location; only local paths and ``file://`` for now.
+
+    Anything else fails at start with a ConfigError naming the config key, instead of writing
+    a table into a local directory literally called ``s3:``.
+    """
+    if not base_path:
+        raise ConfigError("must not be empty", "table.base_path")
+    if base_path.startswith(_FILE_SCHEME):
+        try:
+            _local(base_path)
+        except ValueError as exc:
+            raise ConfigError(str(exc), "table.base_path") from None
+        return LocalFileSystem()
+    if "://" in base_path:
+        scheme = base_path.split("://", 1)[0]
+        raise ConfigError(
+            f"unsupported storage scheme {scheme!r} (only local paths and file:// are supported)",
+            "table.base_path",
+        )
+    return LocalFileSystem()

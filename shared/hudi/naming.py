@@ -1,0 +1,189 @@
+"""Names of things in a Hudi table: partition directories, file ids, base files, instants.
+
+These are pure functions so every component (participants naming files, the coordinator
+committing them, tools listing them) derives exactly the same names from the same inputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import re
+from datetime import UTC, date, datetime, time, timedelta
+from typing import NamedTuple
+from urllib.parse import quote
+
+from shared.errors import TableFormatError
+
+__all__ = [
+    "HIVE_DEFAULT_PARTITION",
+    "BaseFileName",
+    "encode_partition_value",
+    "partition_path",
+    "file_id",
+    "write_token",
+    "base_file_name",
+    "parse_base_file_name",
+    "next_instant_time",
+    "parse_instant_time",
+    "is_instant_time",
+    "ensure_inside",
+]
+
+#: Hive's (and Hudi's) directory name for a null / empty partition value.
+HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+#: Top-level directory names hudi-rs does not read data from (reference §1). A partition value
+#: spelling one of them gets its first character percent-encoded, which still decodes to the
+#: same value but is no longer the reserved name.
+_RESERVED_DIR_NAMES = frozenset({"metadata", "_delta_log"})
+
+_INSTANT = re.compile(r"^(\d{14}|\d{17})$")
+_BASE_FILE = re.compile(r"^([^_/]+)_([^_/]+)_(\d{14}|\d{17})\.parquet$")
+
+
+def encode_partition_value(value: object) -> str:
+    """One partition directory level for ``value``; safe to use as a path component.
+
+    Percent-encoding everything but unreserved characters (Hudi's ``urlencode`` option) means
+    the result never contains ``/``; escaping a leading ``.`` means it can never be ``.``,
+    ``..`` or ``.hoodie``, so no record value can escape the table or hide in the timeline.
+    """
+    if value is None:
+        return HIVE_DEFAULT_PARTITION
+    if isinstance(value, bool):
+        text = "true" if value else "false"  # what Spark/Java print, not Python's "True"
+    elif isinstance(value, (datetime, date, time)):
+        text = value.isoformat()
+    else:
+        text = str(value)
+    if text == "":
+        return HIVE_DEFAULT_PARTITION
+    encoded = quote(text, safe="")
+    if encoded.startswith("."):
+        encoded = "%2E" + encoded[1:]
+    elif encoded in _RESERVED_DIR_NAMES:
+        encoded = f"%{ord(encoded[0]):02X}{encoded[1:]}"
+    return encoded
+
+
+def partition_path(value: object, field: str | None, hive_style: bool) -> str:
+    """Relative partition path of a record: ``""`` when the table is not partitioned."""
+    if field is None:
+        return ""
+    encoded = encode_partition_value(value)
+    return f"{field}={encoded}" if hive_style else encoded
+
+
+def file_id(
+    topic: str, kafka_partition: int, partition_path: str, instant: str, flush_no: int
+) -> str:
+    """File group id of one participant flush.
+
+    Deterministic, so a participant that re-sends its write status after a crash names the
+    same file; unique per (instant, topic-partition, table partition, flush) so two writers can
+    never produce the same (fileId, instant) pair, which hudi-rs rejects. The md5 prefix keeps
+    arbitrary topic names (which may contain ``_``) out of the name: ``_`` separates the parts
+    of a base file name.
+    """
+    digest = hashlib.md5(
+        f"{topic}-{kafka_partition}/{partition_path}".encode(), usedforsecurity=False
+    ).hexdigest()[:8]
+    result = f"{digest}-{instant}-{flush_no}-0"
+    if "_" in result or "/" in result:
+        raise ValueError(f"file id {result!r} would contain '_' or '/'")
+    return result
+
+
+def write_token(kafka_partition: int, flush_no: int, writer_nonce: int) -> str:
+    """Hudi's ``<task>-<stage>-<attempt>`` token, with our own meaning; never holds ``_``."""
+    token = f"{kafka_partition}-{flush_no}-{writer_nonce}"
+    if "_" in token:
+        raise ValueError(f"write token {token!r} would contain '_'")
+    return token
+
+
+class BaseFileName(NamedTuple):
+    """The three parts of ``<fileId>_<writeToken>_<instant>.parquet``."""
+
+    file_id: str
+    write_token: str
+    instant: str
+
+
+def base_file_name(file_id: str, write_token: str, instant: str) -> str:
+    """``<fileId>_<writeToken>_<instant>.parquet``; rejects parts that would not parse back."""
+    name = f"{file_id}_{write_token}_{instant}.parquet"
+    if parse_base_file_name(name) != (file_id, write_token, instant):
+        raise ValueError(f"invalid base file name parts: {file_id!r} {write_token!r} {instant!r}")
+    return name
+
+
+def parse_base_file_name(name: str) -> BaseFileName | None:
+    """Split a base file name, or None when ``name`` is not one (temp files, metadata...)."""
+    match = _BASE_FILE.match(name)
+    if match is None:
+        return None
+    return BaseFileName(match.group(1), match.group(2), match.group(3))
+
+
+def is_instant_time(value: str) -> bool:
+    """Whether ``value`` is a 14- or 17-digit Hudi instant time."""
+    return bool(_INSTANT.match(value))
+
+
+def parse_instant_time(instant: str) -> datetime:
+    """UTC datetime of an instant (the table is written with timeline timezone UTC)."""
+    if not is_instant_time(instant):
+        raise TableFormatError(f"not an instant time: {instant!r}")
+    padded = instant if len(instant) == 17 else instant + "000"
+    try:
+        parsed = datetime.strptime(padded[:14], "%Y%m%d%H%M%S").replace(tzinfo=UTC)
+    except ValueError:
+        raise TableFormatError(f"not an instant time: {instant!r}") from None
+    return parsed + timedelta(milliseconds=int(padded[14:]))
+
+
+def _format_instant(moment: datetime) -> str:
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y%m%d%H%M%S") + f"{moment.microsecond // 1000:03d}"
+
+
+def next_instant_time(latest: str | None, now: datetime) -> str:
+    """A new instant time: ``max(now, latest + 1 ms)`` in UTC ``yyyyMMddHHmmssSSS``.
+
+    Instants must be strictly increasing (readers compare them as strings), and a wall clock
+    can step backwards or repeat within a millisecond, so the latest existing instant bounds
+    the result from below. ``now`` must be timezone-aware: a naive local time here would
+    silently shift the whole timeline.
+    """
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    candidate = _format_instant(now)
+    if latest is None:
+        return candidate
+    after_latest = _format_instant(parse_instant_time(latest) + timedelta(milliseconds=1))
+    latest17 = latest if len(latest) == 17 else latest + "000"
+    result = max(candidate, after_latest)
+    assert result > latest17
+    return result
+
+
+def ensure_inside(base_path: str, relative: str) -> str:
+    """``base_path/relative``, refusing any ``relative`` that would leave ``base_path``.
+
+    The relative part is normalised with POSIX rules (so this also works for URIs, whose base
+    must not be normalised); absolute paths, ``..`` escapes and NUL bytes are rejected.
+    ``""`` or ``"."`` mean the base itself.
+    """
+    if "\x00" in relative or "\\" in relative:
+        raise TableFormatError(f"invalid path {relative!r}")
+    if relative.startswith("/"):
+        raise TableFormatError(f"path {relative!r} must be relative to the table base path")
+    normalized = posixpath.normpath(relative) if relative else "."
+    if normalized == ".." or normalized.startswith("../"):
+        raise TableFormatError(f"path {relative!r} escapes the table base path")
+    base = base_path.rstrip("/") or "/"
+    if normalized == ".":
+        return base
+    return f"{base}/{normalized}" if base != "/" else f"/{normalized}"

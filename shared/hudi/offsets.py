@@ -1,0 +1,83 @@
+"""The Kafka offsets stored in each commit's ``extraMetadata``.
+
+The offsets travel inside the very file whose atomic creation commits the data, so the table
+itself says which records it contains: after any crash the sink resumes from the offsets of the
+latest completed commit, which is what makes the sink exactly-once.
+
+With a single topic the value uses the format of Hudi's own Kafka ingestion
+(``0=1500,1=1432``), so Hudi tools can read it; with several topics each entry is qualified
+(``orders:0=1500,refunds:0=77``).
+"""
+
+from __future__ import annotations
+
+from shared.errors import TableFormatError
+
+__all__ = ["KAFKA_COMMIT_OFFSETS_KEY", "Offsets", "format_offsets", "parse_offsets"]
+
+#: extraMetadata key holding the offsets (the key Hudi's Kafka Connect sink uses).
+KAFKA_COMMIT_OFFSETS_KEY = "kafka.commit.offsets"
+
+#: (topic, partition) -> next offset to consume.
+Offsets = dict[tuple[str, int], int]
+
+
+def format_offsets(offsets: Offsets, topics: list[str]) -> str:
+    """Serialise offsets in a stable order (topic order of the config, then partition).
+
+    With one configured topic its entries are written unqualified, as Hudi does. Entries of a
+    topic that is not configured (any more) are kept, qualified and ordered after the
+    configured ones, rather than dropped: losing them would lose their position for good.
+    """
+    if not topics:
+        raise ValueError("at least one topic is required")
+    order = {topic: index for index, topic in enumerate(topics)}
+    entries = []
+    for (topic, partition), offset in sorted(
+        offsets.items(), key=lambda item: (order.get(item[0][0], len(order)), item[0])
+    ):
+        if partition < 0 or offset < 0:
+            raise ValueError(f"negative partition or offset for {topic}:{partition}={offset}")
+        if not topic or any(ch in topic for ch in ":,="):
+            raise ValueError(f"topic name {topic!r} cannot be stored in offsets")
+        if len(topics) == 1 and topic == topics[0]:
+            entries.append(f"{partition}={offset}")
+        else:
+            entries.append(f"{topic}:{partition}={offset}")
+    return ",".join(entries)
+
+
+def _non_negative_int(text: str, what: str, value: str) -> int:
+    stripped = text.strip()
+    if not stripped.isascii() or not stripped.isdigit():
+        raise TableFormatError(f"invalid {what} {text!r} in {KAFKA_COMMIT_OFFSETS_KEY}={value!r}")
+    return int(stripped)
+
+
+def parse_offsets(value: str, topics: list[str]) -> Offsets:
+    """Parse either form; an unqualified entry belongs to ``topics[0]``.
+
+    Accepting both forms lets a table written with one topic keep working after a second
+    topic is configured. Anything malformed is a TableFormatError: resuming from guessed
+    offsets would silently lose or duplicate data.
+    """
+    if not topics:
+        raise ValueError("at least one topic is required")
+    result: Offsets = {}
+    if value.strip() == "":
+        return result
+    for raw in value.split(","):
+        key, sep, offset_text = raw.partition("=")
+        if not sep:
+            raise TableFormatError(f"entry {raw!r} has no '=' in {KAFKA_COMMIT_OFFSETS_KEY}")
+        topic, colon, partition_text = key.strip().rpartition(":")
+        if not colon:
+            topic = topics[0]
+        elif not topic:
+            raise TableFormatError(f"entry {raw!r} has an empty topic")
+        partition = _non_negative_int(partition_text, "partition", value)
+        offset = _non_negative_int(offset_text, "offset", value)
+        if (topic, partition) in result:
+            raise TableFormatError(f"duplicate entry for {topic}:{partition} in {value!r}")
+        result[(topic, partition)] = offset
+    return result

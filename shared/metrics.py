@@ -1,0 +1,139 @@
+"""Prometheus metrics: one facade with a method per domain event.
+
+Metric names stay private in here (all prefixed ``hudi_sink_``); call sites read as events
+(``metrics.commit_completed(...)``). Each service process owns one registry.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+__all__ = ["Metrics", "CONTENT_TYPE"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class Metrics:
+    def __init__(self, service: str) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self._up = Gauge("hudi_sink_up", "1 while the service runs", ["service"], registry=r)
+        self._up.labels(service).set(1)
+        # participant
+        self._consumed = Counter(
+            "hudi_sink_records_consumed", "Records fetched from data topics", ["topic"], registry=r
+        )
+        self._written = Counter(
+            "hudi_sink_records_written", "Rows written to staged base files", ["topic"], registry=r
+        )
+        self._dlq = Counter(
+            "hudi_sink_records_dlq", "Records sent to the data DLQ topic", ["topic"], registry=r
+        )
+        self._skipped = Counter(
+            "hudi_sink_records_skipped", "Tombstones (null values) skipped", ["topic"], registry=r
+        )
+        self._flush = Histogram(
+            "hudi_sink_flush_duration_seconds",
+            "Time of one Spark flush",
+            buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+            registry=r,
+        )
+        self._flush_failed = Counter(
+            "hudi_sink_flush_failures", "Spark flushes that failed", registry=r
+        )
+        self._partition_failed = Gauge(
+            "hudi_sink_partition_failed",
+            "1 when errors.tolerance=fail stopped the partition at a bad record",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self._lag = Gauge(
+            "hudi_sink_table_lag_records",
+            "Fetched end minus committed offset (records not yet in the table)",
+            ["topic", "partition"],
+            registry=r,
+        )
+        # coordinator
+        self._commits = Counter("hudi_sink_commits", "Completed Hudi commits", registry=r)
+        self._aborts = Counter(
+            "hudi_sink_aborts", "Aborted (rolled back) transactions", ["reason"], registry=r
+        )
+        self._txn = Histogram(
+            "hudi_sink_transaction_duration_seconds",
+            "START_COMMIT to completed commit",
+            buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600),
+            registry=r,
+        )
+        self._committed_records = Counter(
+            "hudi_sink_committed_records", "Rows made visible by commits", registry=r
+        )
+        self._last_commit = Gauge(
+            "hudi_sink_last_commit_timestamp_seconds", "Unix time of the last commit", registry=r
+        )
+        self._since_commit = Gauge(
+            "hudi_sink_seconds_since_last_commit",
+            "Seconds since the last completed commit (stall alarm)",
+            registry=r,
+        )
+        self._since_commit.set_function(self._seconds_since_commit)
+        self._leader = Gauge("hudi_sink_coordinator_leader", "1 when leader", registry=r)
+        self._epoch = Gauge("hudi_sink_coordinator_epoch", "Current epoch", registry=r)
+        # deleter
+        self._deletions = Counter(
+            "hudi_sink_deletions", "Deletion outcomes", ["outcome"], registry=r
+        )
+        self._last_commit_mono: float | None = None
+        self._started = time.monotonic()
+
+    def _seconds_since_commit(self) -> float:
+        ref = self._last_commit_mono if self._last_commit_mono is not None else self._started
+        return time.monotonic() - ref
+
+    # participant events
+    def records_consumed(self, topic: str, count: int) -> None:
+        self._consumed.labels(topic).inc(count)
+
+    def records_written(self, topic: str, count: int) -> None:
+        self._written.labels(topic).inc(count)
+
+    def records_dead_lettered(self, topic: str, count: int) -> None:
+        self._dlq.labels(topic).inc(count)
+
+    def records_skipped(self, topic: str, count: int) -> None:
+        self._skipped.labels(topic).inc(count)
+
+    def flush_completed(self, seconds: float) -> None:
+        self._flush.observe(seconds)
+
+    def flush_failed(self) -> None:
+        self._flush_failed.inc()
+
+    def partition_failed(self, topic: str, partition: int, failed: bool) -> None:
+        self._partition_failed.labels(topic, str(partition)).set(1 if failed else 0)
+
+    def partition_lag(self, topic: str, partition: int, lag: int) -> None:
+        self._lag.labels(topic, str(partition)).set(lag)
+
+    # coordinator events
+    def commit_completed(self, seconds: float, records: int) -> None:
+        self._commits.inc()
+        self._txn.observe(seconds)
+        self._committed_records.inc(records)
+        self._last_commit.set(time.time())
+        self._last_commit_mono = time.monotonic()
+
+    def transaction_aborted(self, reason: str) -> None:
+        self._aborts.labels(reason).inc()
+
+    def leadership(self, leader: bool, epoch: int) -> None:
+        self._leader.set(1 if leader else 0)
+        self._epoch.set(epoch)
+
+    # deleter events
+    def deletion(self, outcome: str, count: int = 1) -> None:
+        self._deletions.labels(outcome).inc(count)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

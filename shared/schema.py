@@ -1,0 +1,194 @@
+"""``table.schema`` (Spark DDL) parsed once into the three shapes the sink needs.
+
+- Arrow schema of the data columns (what participants build and Spark writes),
+- Avro schema JSON (what Hudi's ``extraMetadata.schema`` and ``hoodie.table.create.schema`` hold),
+- per-column kinds for strict JSON decoding.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import pyarrow as pa
+
+from shared.errors import SchemaError
+
+if TYPE_CHECKING:
+    from shared.config import TableConfig
+
+__all__ = ["ColumnKind", "Column", "TableSchema", "META_COLUMNS", "parse_ddl"]
+
+
+class ColumnKind(StrEnum):
+    """The column types the sink accepts in ``table.schema``."""
+
+    STRING = "STRING"
+    INT = "INT"
+    BIGINT = "BIGINT"
+    DOUBLE = "DOUBLE"
+    FLOAT = "FLOAT"
+    BOOLEAN = "BOOLEAN"
+    TIMESTAMP = "TIMESTAMP"
+    DATE = "DATE"
+
+
+_ALIASES = {
+    "STRING": ColumnKind.STRING,
+    "VARCHAR": ColumnKind.STRING,
+    "INT": ColumnKind.INT,
+    "INTEGER": ColumnKind.INT,
+    "BIGINT": ColumnKind.BIGINT,
+    "LONG": ColumnKind.BIGINT,
+    "DOUBLE": ColumnKind.DOUBLE,
+    "FLOAT": ColumnKind.FLOAT,
+    "REAL": ColumnKind.FLOAT,
+    "BOOLEAN": ColumnKind.BOOLEAN,
+    "BOOL": ColumnKind.BOOLEAN,
+    "TIMESTAMP": ColumnKind.TIMESTAMP,
+    "DATE": ColumnKind.DATE,
+}
+
+_ARROW = {
+    ColumnKind.STRING: pa.string(),
+    ColumnKind.INT: pa.int32(),
+    ColumnKind.BIGINT: pa.int64(),
+    ColumnKind.DOUBLE: pa.float64(),
+    ColumnKind.FLOAT: pa.float32(),
+    ColumnKind.BOOLEAN: pa.bool_(),
+    ColumnKind.TIMESTAMP: pa.timestamp("us", tz="UTC"),
+    ColumnKind.DATE: pa.date32(),
+}
+
+_AVRO: dict[ColumnKind, Any] = {
+    ColumnKind.STRING: "string",
+    ColumnKind.INT: "int",
+    ColumnKind.BIGINT: "long",
+    ColumnKind.DOUBLE: "double",
+    ColumnKind.FLOAT: "float",
+    ColumnKind.BOOLEAN: "boolean",
+    ColumnKind.TIMESTAMP: {"type": "long", "logicalType": "timestamp-micros"},
+    ColumnKind.DATE: {"type": "int", "logicalType": "date"},
+}
+
+#: Hudi's meta columns, in file order, all strings.
+META_COLUMNS = (
+    "_hoodie_commit_time",
+    "_hoodie_commit_seqno",
+    "_hoodie_record_key",
+    "_hoodie_partition_path",
+    "_hoodie_file_name",
+)
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One data column: its name, kind and whether null is allowed."""
+
+    name: str
+    kind: ColumnKind
+    nullable: bool = True
+
+
+def parse_ddl(ddl: str) -> list[Column]:
+    """Parse ``"id STRING, ts TIMESTAMP NOT NULL, ..."``; raise SchemaError naming the part."""
+    columns: list[Column] = []
+    for raw in ddl.split(","):
+        part = raw.strip()
+        if not part:
+            raise SchemaError("empty column definition", "table.schema")
+        tokens = part.split()
+        if len(tokens) < 2:
+            raise SchemaError(f"column {part!r} needs a name and a type", "table.schema")
+        name, type_name, rest = tokens[0].strip("`"), tokens[1].upper(), [t.upper() for t in tokens[2:]]
+        if not _NAME.match(name) or name.startswith("_hoodie"):
+            raise SchemaError(f"invalid column name {name!r}", "table.schema")
+        kind = _ALIASES.get(type_name)
+        if kind is None:
+            raise SchemaError(
+                f"column {name!r}: unsupported type {tokens[1]!r} "
+                f"(supported: {', '.join(sorted(_ALIASES))})",
+                "table.schema",
+            )
+        if rest not in ([], ["NOT", "NULL"]):
+            raise SchemaError(f"column {name!r}: unexpected {' '.join(tokens[2:])!r}", "table.schema")
+        columns.append(Column(name, kind, nullable=not rest))
+    names = [c.name for c in columns]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise SchemaError(f"duplicate column(s) {duplicates}", "table.schema")
+    return columns
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """The table's columns plus the key fields, validated against each other."""
+
+    columns: tuple[Column, ...]
+    record_key_field: str
+    partition_field: str | None
+    table_name: str
+
+    @classmethod
+    def from_config(cls, table: TableConfig) -> TableSchema:
+        columns = tuple(parse_ddl(table.schema_ddl))
+        names = {c.name for c in columns}
+        if table.record_key_field not in names:
+            raise SchemaError(
+                f"record key field {table.record_key_field!r} is not a column of table.schema",
+                "table.record_key_field",
+            )
+        if table.partition_field is not None and table.partition_field not in names:
+            raise SchemaError(
+                f"partition field {table.partition_field!r} is not a column of table.schema",
+                "table.partition_field",
+            )
+        if table.precombine_field is not None and table.precombine_field not in names:
+            raise SchemaError(
+                f"precombine field {table.precombine_field!r} is not a column of table.schema",
+                "table.precombine_field",
+            )
+        return cls(columns, table.record_key_field, table.partition_field, table.name)
+
+    def column(self, name: str) -> Column:
+        for column in self.columns:
+            if column.name == name:
+                return column
+        raise KeyError(name)
+
+    @property
+    def data_arrow_schema(self) -> pa.Schema:
+        """Arrow schema of the data columns (no meta columns)."""
+        return pa.schema([pa.field(c.name, _ARROW[c.kind], nullable=True) for c in self.columns])
+
+    @property
+    def file_arrow_schema(self) -> pa.Schema:
+        """Arrow schema of a base file: the five meta columns, then the data columns."""
+        meta = [pa.field(name, pa.string(), nullable=True) for name in META_COLUMNS]
+        return pa.schema(meta + list(self.data_arrow_schema))
+
+    @property
+    def avro_record_name(self) -> str:
+        safe = re.sub(r"[^A-Za-z0-9_]", "_", self.table_name)
+        return f"{safe}_record"
+
+    def avro_schema(self) -> dict[str, Any]:
+        """Avro writer schema without meta columns, nullable unions (Hudi's convention)."""
+        fields = [
+            {"name": c.name, "type": ["null", _AVRO[c.kind]], "default": None}
+            for c in self.columns
+        ]
+        return {
+            "type": "record",
+            "name": self.avro_record_name,
+            "namespace": f"hoodie.{re.sub(r'[^A-Za-z0-9_]', '_', self.table_name)}",
+            "fields": fields,
+        }
+
+    def avro_schema_json(self) -> str:
+        return orjson.dumps(self.avro_schema()).decode()
