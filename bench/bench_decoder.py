@@ -19,9 +19,7 @@ from services.participant.decoder import RecordDecoder, Row, rows_to_arrow  # no
 from shared.config import TableConfig  # noqa: E402
 from shared.schema import TableSchema  # noqa: E402
 
-DDL = (
-    "id STRING, ts TIMESTAMP, country STRING, amount DOUBLE, qty BIGINT, ok BOOLEAN, payload STRING"
-)
+DDL = "id STRING, ts TIMESTAMP, country STRING, amount DOUBLE, qty BIGINT, ok BOOLEAN, payload STRING"
 
 
 def typical_records(count: int) -> list[bytes]:

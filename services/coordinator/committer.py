@@ -16,22 +16,47 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from shared.errors import FencedError, TableFormatError
 from shared.fs import FileSystem
 from shared.hudi.table import HudiTable
 from shared.sink_log import EntryKind, LogEntry, SinkLog, SinkLogState
 
-__all__ = ["TableCommitter", "RecoveryReport", "StagedDiscard"]
+__all__ = ["TableCommitter", "RecoveryReport", "StagedFileDisposal", "DirectDisposal"]
 
 log = logging.getLogger("hudi_sink.committer")
 
-StagedDiscard = Callable[[str, list[str], str], None]
-"""(instant, absolute staged paths, reason) → hand files to deletion (or delete them)."""
+
+
+class StagedFileDisposal(Protocol):
+    """Where staged files go that no commit will ever list (DESIGN §4, phase 1 and 2).
+
+    ``before_decision`` runs before the metadata change that makes the files dead and must
+    be durable when it returns (e.g. deletion intents acked by the broker) or raise, so the
+    change is not made. ``after_decision`` runs once the decision is durable.
+    """
+
+    def before_decision(self, instant: str, paths: list[str], reason: str) -> None: ...
+
+    def after_decision(self, instant: str, paths: list[str]) -> None: ...
+
+
+class DirectDisposal:
+    """No deletion service: delete staged files once the decision is durable. Safe because
+    staged files live under ``.hoodie/.temp`` where no reader ever looks."""
+
+    def __init__(self, fs: FileSystem) -> None:
+        self._fs = fs
+
+    def before_decision(self, instant: str, paths: list[str], reason: str) -> None:
+        return None
+
+    def after_decision(self, instant: str, paths: list[str]) -> None:
+        for path in paths:
+            self._fs.delete(path)
 
 
 @dataclass
@@ -44,22 +69,12 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def delete_staged_files(fs: FileSystem) -> StagedDiscard:
-    """Until the deleter exists: staged files are private to the sink and deleted at once."""
-
-    def discard(_instant: str, paths: list[str], _reason: str) -> None:
-        for path in paths:
-            fs.delete(path)
-
-    return discard
-
-
 class TableCommitter:
-    def __init__(self, fs: FileSystem, table: HudiTable, discard: StagedDiscard) -> None:
+    def __init__(self, fs: FileSystem, table: HudiTable, disposal: StagedFileDisposal) -> None:
         self._fs = fs
         self._table = table
         self._log = SinkLog(fs, table.base_path)
-        self._discard = discard
+        self.disposal = disposal
         self.epoch = 0
         self._seq = 0
         self.state = SinkLogState()
@@ -140,8 +155,15 @@ class TableCommitter:
             if info.is_dir and info.name.isdigit() and info.name not in pending | exclude:
                 files = [f.path for f in self._fs.walk_files(info.path)]
                 if files:
-                    self._discard(info.name, files, "staging of a finished instant")
-                self._fs.delete_tree(info.path)
+                    reason = "UNCOMMITTED_FILE" if self.state.committed(info.name) else "ABORTED_INSTANT"
+                    self.disposal.before_decision(info.name, files, reason)
+                    self.disposal.after_decision(info.name, files)
+                self._prune_empty(info.path)
+
+    def _prune_empty(self, directory: str) -> None:
+        """Remove a staging directory once no file is left in it."""
+        if not any(True for _ in self._fs.walk_files(directory)):
+            self._fs.delete_tree(directory)
 
     # --- transactions -----------------------------------------------------------------------
     def start(self, instant: str) -> None:
@@ -167,10 +189,13 @@ class TableCommitter:
         return None
 
     def commit(self, instant: str, metadata: dict[str, Any], moves: list[tuple[str, str]]) -> None:
+        unlisted = self._unlisted(instant, {staged for staged, _ in moves})
+        self.disposal.before_decision(instant, unlisted, "UNCOMMITTED_FILE")
         self._append(EntryKind.COMMIT, instant, metadata=metadata, moves=moves)
         self._place(instant, metadata, moves)
         self._table.complete_instant(instant, metadata)
-        self._discard_unlisted(instant, {staged for staged, _ in moves})
+        self.disposal.after_decision(instant, unlisted)
+        self._prune_empty(self._table.staging_dir(instant))
 
     def _place(self, instant: str, metadata: dict[str, Any], moves: list[tuple[str, str]]) -> None:
         from shared.hudi.table import WriteStat
@@ -185,25 +210,22 @@ class TableCommitter:
                 raise TableFormatError(f"{instant}: move target {final} has no write stat")
             self._table.place_file(posixpath.join(self._table.base_path, staged), stats[final])
 
-    def _discard_unlisted(self, instant: str, listed: set[str]) -> None:
-        staging = self._table.staging_dir(instant)
+    def _unlisted(self, instant: str, listed: set[str]) -> list[str]:
         base = self._table.base_path
-        leftovers = [
-            info.path for info in self._fs.walk_files(staging)
+        return [
+            info.path for info in self._fs.walk_files(self._table.staging_dir(instant))
             if posixpath.relpath(info.path, base) not in listed
         ]
-        if leftovers:
-            self._discard(instant, leftovers, "staged but not listed by the commit")
-        self._fs.delete_tree(staging)
 
     def abort(self, instant: str, reason: str) -> None:
         """Decide ABORT (fenced), hand the instant's staged files to deletion, roll back."""
         if self.state.committed(instant):
             raise TableFormatError(f"{instant} was decided COMMIT; it can only roll forward")
+        staged = self._unlisted(instant, set())
+        self.disposal.before_decision(instant, staged, "ABORTED_INSTANT")
         if not self.state.rolled_back(instant):
             self._append(EntryKind.ABORT, instant, reason=reason)
-        staged = [info.path for info in self._fs.walk_files(self._table.staging_dir(instant))]
-        if staged:
-            self._discard(instant, staged, f"aborted instant: {reason}")
-        self._table.rollback_instant(instant)
+        self.disposal.after_decision(instant, staged)
+        self._prune_empty(self._table.staging_dir(instant))
+        self._table.rollback_instant(instant, delete_staging=False)
         log.warning("rolled back %s: %s", instant, reason)

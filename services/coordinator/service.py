@@ -23,7 +23,7 @@ from aiokafka import AIOKafkaProducer
 from fastapi import FastAPI
 
 from services.coordinator.commit_state import CommitState, StatusOutcome
-from services.coordinator.committer import TableCommitter, delete_staged_files
+from services.coordinator.committer import DirectDisposal, TableCommitter
 from services.coordinator.election import LeaderElection
 from services.coordinator.rest import TransactionView, build_router
 from shared.admin import create_admin_app
@@ -71,7 +71,7 @@ class CoordinatorService:
         self.admin_url = admin_url
         self._fs = filesystem_for(config.table.base_path)
         self._table = HudiTable(self._fs, config.table.base_path)
-        self.committer = TableCommitter(self._fs, self._table, delete_staged_files(self._fs))
+        self.committer = TableCommitter(self._fs, self._table, DirectDisposal(self._fs))
         self.phase = StateMachine("coordinator", CoordinatorPhase.STANDBY, COORDINATOR_TRANSITIONS)
         self.current: CommitState | None = None
         self.committed_offsets: dict[Key, int] = {}

@@ -134,6 +134,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # integer timedelta arithmetic, which is about twice as slow.
 _FAST_MILLIS_LIMIT = 2**33 * 1000
 
+
 def _timestamp_layout_ok(text: str) -> bool:
     """Whether ``text`` has the layout of the accepted timestamp grammar.
 
@@ -231,9 +232,7 @@ _Converter = Callable[[Any], Any]
 
 def _mismatch(name: str, expected: str, value: object, note: str = "") -> Rejected:
     suffix = f" ({note})" if note else ""
-    return Rejected(
-        TYPE_MISMATCH, f"field {name!r}: expected {expected}, got {_describe(value)}{suffix}"
-    )
+    return Rejected(TYPE_MISMATCH, f"field {name!r}: expected {expected}, got {_describe(value)}{suffix}")
 
 
 def _string_converter(name: str) -> _Converter:
@@ -409,8 +408,7 @@ class RecordDecoder:
         if len(value) > self._max_record_bytes:
             return Rejected(
                 RECORD_TOO_LARGE,
-                f"value is {len(value)} bytes, over errors.max_record_bytes "
-                f"({self._max_record_bytes})",
+                f"value is {len(value)} bytes, over errors.max_record_bytes ({self._max_record_bytes})",
             )
         try:
             obj = orjson.loads(value)
@@ -498,8 +496,5 @@ def rows_to_arrow(rows: list[Row], schema: TableSchema) -> pa.Table:
     if not rows:
         return arrow_schema.empty_table()
     records = [row.values for row in rows]
-    arrays = [
-        pa.array(list(map(itemgetter(field.name), records)), type=field.type)
-        for field in arrow_schema
-    ]
+    arrays = [pa.array(list(map(itemgetter(field.name), records)), type=field.type) for field in arrow_schema]
     return pa.Table.from_arrays(arrays, schema=arrow_schema)

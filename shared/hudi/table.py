@@ -685,7 +685,9 @@ class HudiTable:
         if not self.fs.create_exclusive(commit_path, orjson.dumps(metadata)):
             raise TableFormatError(f"instant {instant} was completed concurrently")
 
-    def rollback_instant(self, instant: str, data_files: Iterable[str] = ()) -> None:
+    def rollback_instant(
+        self, instant: str, data_files: Iterable[str] = (), *, delete_staging: bool = True
+    ) -> None:
         """Undo a failed instant: its data files, staging dir, then inflight and requested.
 
         Timeline files go last so a crash mid-way leaves the instant pending and the rollback
@@ -705,6 +707,7 @@ class HudiTable:
             targets.append(path)
         for path in targets:
             self.fs.delete(path)
-        self.fs.delete_tree(self.staging_dir(instant))
+        if delete_staging:  # the sink hands staged files to its deletion service instead
+            self.fs.delete_tree(self.staging_dir(instant))
         self.fs.delete(self._timeline_path(instant, "inflight"))
         self.fs.delete(self._timeline_path(instant, "commit.requested"))

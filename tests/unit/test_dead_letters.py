@@ -37,12 +37,8 @@ EXPECTED_NAMES = [
 ]
 
 
-def make(
-    rejected: Rejected, key: bytes | None = b"k-1", value: bytes | None = b"\xff{"
-) -> DeadLetter:
-    return DeadLetter.from_rejected(
-        rejected, "orders", 3, 1234567, 1_709_296_200_123, key=key, value=value
-    )
+def make(rejected: Rejected, key: bytes | None = b"k-1", value: bytes | None = b"\xff{") -> DeadLetter:
+    return DeadLetter.from_rejected(rejected, "orders", 3, 1234567, 1_709_296_200_123, key=key, value=value)
 
 
 def test_from_decoder_rejection() -> None:

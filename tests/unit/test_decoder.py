@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import struct
 from datetime import UTC, date, datetime, timedelta, timezone
 
@@ -24,9 +25,7 @@ from services.participant.decoder import (
 from shared.config import TableConfig
 from shared.schema import TableSchema
 
-ORDERS_DDL = (
-    "id STRING, ts TIMESTAMP, country STRING, amount DOUBLE, qty BIGINT, ok BOOLEAN, payload STRING"
-)
+ORDERS_DDL = "id STRING, ts TIMESTAMP, country STRING, amount DOUBLE, qty BIGINT, ok BOOLEAN, payload STRING"
 ORDERS = TableSchema.from_config(
     TableConfig(schema=ORDERS_DDL, record_key_field="id", partition_field="country")
 )
@@ -237,20 +236,17 @@ def test_unpartitioned_schema_has_no_partition_value() -> None:
         (
             "qty",
             2**63,
-            "field 'qty': expected BIGINT (64-bit integer), got integer 9223372036854775808 "
-            "(out of range)",
+            "field 'qty': expected BIGINT (64-bit integer), got integer 9223372036854775808 (out of range)",
         ),
         (
             "ts",
             1.5,
-            "field 'ts': expected TIMESTAMP (ISO-8601 string or epoch milliseconds), "
-            "got number 1.5",
+            "field 'ts': expected TIMESTAMP (ISO-8601 string or epoch milliseconds), got number 1.5",
         ),
         (
             "ts",
             True,
-            "field 'ts': expected TIMESTAMP (ISO-8601 string or epoch milliseconds), "
-            "got boolean true",
+            "field 'ts': expected TIMESTAMP (ISO-8601 string or epoch milliseconds), got boolean true",
         ),
     ],
 )
@@ -476,14 +472,89 @@ def test_decode_batch_matches_decode() -> None:
     assert decoder.decode_batch(values) == [decoder.decode(v) for v in values]
 
 
+# The accepted timestamp grammar, written as a regex: the decoder uses a faster hand-written
+# check, and these properties pin both to the same language.
+TIMESTAMP_GRAMMAR = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    r"(?:[Tt ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?"
+    r"(?:[Zz]|[+-][0-9]{2}(?::?[0-9]{2})?)?)?"
+)
+DATE_GRAMMAR = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+NEAR_MISS_CHARS = "0123456789-:.TtZz+ ,W\u0662x"
+
+
+def reference_timestamp(text: str) -> datetime | None:
+    """What the grammar plus ``fromisoformat`` say ``text`` means (None: invalid)."""
+    if TIMESTAMP_GRAMMAR.fullmatch(text) is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text[:-1] + "Z" if text.endswith("z") else text)
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    except (ValueError, OverflowError):
+        return None
+
+
+@st.composite
+def near_misses(draw: st.DrawFn, grammar: re.Pattern[str]) -> str:
+    """A string of the grammar with a few characters replaced, inserted or deleted."""
+    text = draw(st.from_regex(grammar, fullmatch=True))
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, len(text)))
+        char = draw(st.sampled_from(NEAR_MISS_CHARS))
+        edit = draw(st.sampled_from(["replace", "insert", "delete"]))
+        if edit == "insert":
+            text = text[:at] + char + text[at:]
+        elif edit == "replace":
+            text = text[:at] + char + text[at + 1 :]
+        else:
+            text = text[:at] + text[at + 1 :]
+    return text
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    st.one_of(
+        st.from_regex(TIMESTAMP_GRAMMAR, fullmatch=True),
+        near_misses(TIMESTAMP_GRAMMAR),
+        st.text(alphabet=NEAR_MISS_CHARS, max_size=32),
+    )
+)
+def test_timestamp_strings_follow_the_grammar(text: str) -> None:
+    result = decoder.decode(enc({"id": "a", "ts": text}))
+    expected = reference_timestamp(text)
+    if expected is None:
+        rejected(result, "InvalidTimestamp")
+    else:
+        assert row(result).values["ts"] == expected
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.one_of(near_misses(DATE_GRAMMAR), st.text(alphabet=NEAR_MISS_CHARS, max_size=12)))
+def test_date_strings_follow_the_grammar(text: str) -> None:
+    result = other_decoder.decode(enc({"k": 1, "t": 0, "d": text}))
+    try:
+        expected = date.fromisoformat(text) if DATE_GRAMMAR.fullmatch(text) else None
+    except ValueError:
+        expected = None
+    if expected is None:
+        rejected(result, "InvalidDate")
+    else:
+        assert row(result).values["d"] == expected
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(min_value=-62_135_596_800_000, max_value=253_402_300_799_999))
+def test_epoch_millis_are_exact(millis: int) -> None:
+    value = row(decoder.decode(enc({"id": "a", "ts": millis}))).values["ts"]
+    assert value == datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=millis)
+
+
 # --- rows_to_arrow --------------------------------------------------------------------------
 
 
 def test_rows_to_arrow_builds_data_columns() -> None:
     values = [
-        enc(
-            {"id": "a", "ts": 0, "country": "DE", "amount": 1, "qty": 2, "ok": True, "payload": "p"}
-        ),
+        enc({"id": "a", "ts": 0, "country": "DE", "amount": 1, "qty": 2, "ok": True, "payload": "p"}),
         enc({"id": "b", "extra": 1}),
     ]
     rows = [row(decoder.decode(v)) for v in values]
@@ -539,9 +610,7 @@ def assert_one_outcome(result: object) -> None:
         assert result.unknown_fields >= 0
 
 
-PROPERTY_SETTINGS = settings(
-    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+PROPERTY_SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @PROPERTY_SETTINGS
@@ -560,14 +629,10 @@ json_scalars = st.one_of(
 )
 json_values = st.recursive(
     json_scalars,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.dictionaries(st.text(), inner, max_size=4)
-    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(), inner, max_size=4)),
     max_leaves=12,
 )
-field_names = st.sampled_from(
-    [c.name for c in ORDERS.columns] + [c.name for c in OTHER.columns] + ["extra"]
-)
+field_names = st.sampled_from([c.name for c in ORDERS.columns] + [c.name for c in OTHER.columns] + ["extra"])
 # Field values that look almost right, to reach deep into the converters.
 tricky_values = st.one_of(
     json_values,
