@@ -55,29 +55,36 @@ def main() -> None:
     )
     decoder = RecordDecoder(schema, 10 * 1024 * 1024)
     values = typical_records(count)
-    decoder.decode_batch(values[:1000])  # warm-up
+    for value in values[:1000]:  # warm-up
+        decoder.decode(value)
 
-    best = float("inf")
+    # Best of 3 by CPU time of this process (time.process_time): on a shared machine the
+    # wall clock also counts other processes' turns; the wall time is printed alongside.
+    best_cpu = best_wall = float("inf")
     rows: list[Row] = []
     for _ in range(3):
-        start = time.perf_counter()
+        cpu, wall = time.process_time(), time.perf_counter()
         decoded = [decoder.decode(value) for value in values]
-        best = min(best, time.perf_counter() - start)
+        best_cpu = min(best_cpu, time.process_time() - cpu)
+        best_wall = min(best_wall, time.perf_counter() - wall)
         rows = [r for r in decoded if isinstance(r, Row)]
     assert len(rows) == count, "every typical record must decode"
     print(  # noqa: T201
-        f"decode: {count} records in {best:.3f}s = {count / best:,.0f} records/s "
-        f"(avg {sum(map(len, values)) / count:.0f} bytes/record, best of 3)"
+        f"decode: {count} records, {count / best_cpu:,.0f} records/s per CPU-second "
+        f"({count / best_wall:,.0f}/s wall; avg {sum(map(len, values)) / count:.0f} "
+        "bytes/record; best of 3)"
     )
 
-    elapsed = float("inf")
+    best_cpu = best_wall = float("inf")
     for _ in range(3):
-        start = time.perf_counter()
+        cpu, wall = time.process_time(), time.perf_counter()
         table = rows_to_arrow(rows, schema)
-        elapsed = min(elapsed, time.perf_counter() - start)
+        best_cpu = min(best_cpu, time.process_time() - cpu)
+        best_wall = min(best_wall, time.perf_counter() - wall)
     assert table.num_rows == count
     print(  # noqa: T201
-        f"rows_to_arrow: {count} rows in {elapsed:.3f}s = {count / elapsed:,.0f} rows/s (best of 3)"
+        f"rows_to_arrow: {count} rows, {count / best_cpu:,.0f} rows/s per CPU-second "
+        f"({count / best_wall:,.0f}/s wall; best of 3)"
     )
 
 

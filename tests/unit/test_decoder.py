@@ -467,11 +467,6 @@ def test_first_bad_field_in_schema_order_is_reported() -> None:
     assert result.message.startswith("field 'amount'")
 
 
-def test_decode_batch_matches_decode() -> None:
-    values = [None, b"{", enc({"id": "a"}), enc({"id": 1})]
-    assert decoder.decode_batch(values) == [decoder.decode(v) for v in values]
-
-
 # The accepted timestamp grammar, written as a regex: the decoder uses a faster hand-written
 # check, and these properties pin both to the same language.
 TIMESTAMP_GRAMMAR = re.compile(

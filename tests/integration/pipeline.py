@@ -1,0 +1,241 @@
+"""Test scope for process-level tests: config file, service subprocesses, producer, checks.
+
+Everything goes through the contract a user has: the ``hudi-sink`` CLI, the YAML config,
+REST and the table on disk (read back with hudi-rs, an independent reader).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pyarrow as pa
+import yaml
+from hudi import HudiReadOptions, HudiTableBuilder
+
+from shared.broker import free_port
+from shared.hudi.naming import parse_base_file_name
+from shared.hudi.offsets import parse_offsets
+
+HUDI_SINK = str(Path(sys.executable).with_name("hudi-sink"))
+
+
+def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, every_s: float = 0.5) -> Any:
+    deadline = time.monotonic() + timeout_s
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as exc:  # noqa: BLE001 - keep polling; report the last error
+            last_error = exc
+        time.sleep(every_s)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what} (last error: {last_error})")
+
+
+@dataclass
+class Service:
+    role: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    admin_port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.admin_port}"
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+@dataclass
+class Pipeline:
+    """One sink under test: its config, its processes and its table."""
+
+    tmp: Path
+    name: str
+    bootstrap: str
+    partitions: int = 4
+    overrides: dict[str, Any] = field(default_factory=dict)
+    services: list[Service] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.topic = f"{self.name}-data"
+        self.base_path = self.tmp / "warehouse" / self.name
+        config: dict[str, Any] = {
+            "name": self.name,
+            "kafka": {
+                "bootstrap_servers": self.bootstrap,
+                "topics": [self.topic],
+                "session_timeout_ms": 6000,
+                "startup_timeout_s": 30,
+            },
+            "table": {
+                "base_path": str(self.base_path),
+                "name": self.name,
+                "record_key_field": "id",
+                "partition_field": "country",
+                "schema": "id STRING, ts TIMESTAMP, country STRING, amount DOUBLE, payload STRING",
+            },
+            "transaction": {
+                "interval_ms": 3000,
+                "write_status_timeout_ms": 60000,
+                "flush_records": 2000,
+                "resend_interval_ms": 1000,
+            },
+            "deletion": {"send_delay_s": 1, "reconsume_later_s": 2, "orphan_min_age_s": 0},
+            "admin": {"host": "127.0.0.1", "port": 0},
+            "spark": {"master": "local[1]", "conf": {"spark.driver.memory": "1g"}},
+        }
+        for section, values in self.overrides.items():
+            if isinstance(values, dict):
+                config.setdefault(section, {}).update(values)
+            else:
+                config[section] = values
+        self.config = config
+        self.config_path = self.tmp / f"{self.name}.yaml"
+        self.config_path.write_text(yaml.safe_dump(config))
+
+    # --- processes ------------------------------------------------------------------------
+    def start(self, role: str) -> Service:
+        port = free_port()
+        log_path = self.tmp / f"{role}-{len(self.services)}.log"
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                [HUDI_SINK, role, "--config", str(self.config_path), "--admin-port", str(port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        service = Service(role, process, log_path, port)
+        self.services.append(service)
+        return service
+
+    def kill(self, service: Service, sig: int = signal.SIGKILL) -> None:
+        service.process.send_signal(sig)
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            service.process.wait(timeout=60)
+
+    def stop_all(self) -> None:
+        for service in self.services:
+            if service.alive():
+                service.process.send_signal(signal.SIGCONT)
+                service.process.terminate()
+        for service in self.services:
+            try:
+                service.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                service.process.kill()
+                service.process.wait()
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {s.role} ({s.log_path.name})\n{s.log_tail()}" for s in self.services)
+
+    def wait_ready(self, service: Service, timeout_s: float = 120) -> None:
+        def ready() -> bool:
+            if not service.alive():
+                raise AssertionError(f"{service.role} exited:\n{service.log_tail()}")
+            return httpx.get(f"{service.url}/ready", timeout=2).status_code == 200
+
+        wait_until(ready, timeout_s, f"{service.role} ready")
+
+    # --- data -----------------------------------------------------------------------------
+    def produce(self, records: int) -> None:
+        result = subprocess.run(
+            [HUDI_SINK, "produce", "--config", str(self.config_path), "--records", str(records),
+             "--partitions", str(self.partitions)],
+            capture_output=True, text=True, timeout=120,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    # --- the table --------------------------------------------------------------------------
+    @property
+    def timeline(self) -> Path:
+        return self.base_path / ".hoodie"
+
+    def completed_commits(self) -> list[str]:
+        if not self.timeline.exists():
+            return []
+        return sorted(p.name.removesuffix(".commit") for p in self.timeline.glob("*.commit"))
+
+    def commit_metadata(self, instant: str) -> dict[str, Any]:
+        return orjson.loads((self.timeline / f"{instant}.commit").read_bytes())
+
+    def latest_offsets(self) -> dict[int, int]:
+        commits = self.completed_commits()
+        if not commits:
+            return {}
+        raw = self.commit_metadata(commits[-1])["extraMetadata"].get("kafka.commit.offsets", "")
+        return {p: o for (_, p), o in parse_offsets(raw, [self.topic]).items()}
+
+    def wait_offsets(self, expected: int, timeout_s: float) -> None:
+        want = dict.fromkeys(range(self.partitions), expected)
+
+        def reached() -> bool:
+            for service in self.services:
+                crashed = not service.alive() and service.process.returncode not in (-9, 0, -15)
+                if service.role == "coordinator" and crashed:
+                    raise AssertionError(f"coordinator died:\n{service.log_tail()}")
+            return self.latest_offsets() == want
+
+        try:
+            wait_until(reached, timeout_s, f"offsets {want} in the latest commit", every_s=1)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nlatest={self.latest_offsets()}\n{self.logs()}") from None
+
+    def read(self, as_of: str | None = None) -> pa.Table:
+        table = HudiTableBuilder.from_base_uri(str(self.base_path)).build()
+        options = HudiReadOptions()
+        if as_of is not None:
+            options = options.with_as_of_timestamp(as_of)
+        batches = table.read(options)
+        return pa.Table.from_batches(batches) if batches else pa.table({"id": pa.array([], pa.string())})
+
+    def listed_files(self) -> set[str]:
+        listed: set[str] = set()
+        for instant in self.completed_commits():
+            for stats in self.commit_metadata(instant)["partitionToWriteStats"].values():
+                listed.update(stat["path"] for stat in stats)
+        return listed
+
+    def partition_files(self) -> set[str]:
+        """Every Parquet file in the partition directories (outside ``.hoodie``)."""
+        found = set()
+        for path in self.base_path.rglob("*.parquet"):
+            relative = path.relative_to(self.base_path).as_posix()
+            if not relative.startswith(".hoodie"):
+                found.add(relative)
+        return found
+
+    def unlisted_completed_files(self) -> set[str]:
+        """Partition files named with a completed instant that no commit lists (must be ∅)."""
+        completed = set(self.completed_commits())
+        listed = self.listed_files()
+        bad = set()
+        for relative in self.partition_files():
+            parsed = parse_base_file_name(relative.rsplit("/", 1)[-1])
+            if parsed is not None and parsed.instant in completed and relative not in listed:
+                bad.add(relative)
+        return bad
+
+    def committed_records(self) -> int:
+        total = 0
+        for instant in self.completed_commits():
+            for stats in self.commit_metadata(instant)["partitionToWriteStats"].values():
+                total += sum(int(s["numWrites"]) for s in stats)
+        return total
