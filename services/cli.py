@@ -69,7 +69,7 @@ def _broker(args: argparse.Namespace) -> int:
 def _dev(args: argparse.Namespace) -> int:
     from services.dev import run_dev
 
-    return run_dev(args.config, args.records)
+    return run_dev(args.config, args.records, until_done=args.until_done)
 
 
 def _produce(args: argparse.Namespace) -> int:
@@ -105,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     dev = sub.add_parser("dev", help="broker, all services and a demo producer on this machine")
     dev.add_argument("--config", default=None, help="YAML config (default: built-in demo config)")
     dev.add_argument("--records", type=int, default=10000, help="demo records to produce")
+    dev.add_argument("--until-done", action="store_true",
+                     help="exit once every produced record is committed (for scripts)")
     dev.set_defaults(func=_dev)
     produce = sub.add_parser("produce", help="produce synthetic records built from table.schema")
     produce.add_argument("--config", required=True)
