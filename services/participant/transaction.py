@@ -117,9 +117,11 @@ class TransactionParticipant:
 
     def accept(self, records: Iterable[Any]) -> None:
         """Decode fetched records (``offset``, ``value``, ``key``, ``timestamp``) in order."""
+        records = list(records)
+        if records:
+            self.fetched_offset = max(self.fetched_offset or 0, records[-1].offset + 1)
         for record in records:
             offset = record.offset
-            self.fetched_offset = max(self.fetched_offset or 0, offset + 1)
             if not self.accepting:
                 return
             if offset < self.next_offset:

@@ -1,0 +1,296 @@
+"""What the table says about files: a per-table snapshot cache, plus the orphan scan.
+
+The deleter answers "is this file dead?" from a :class:`TableSnapshot`: completed instants,
+pending instants, rolled-back instants (ABORT decisions in the sink log) and every file the
+completed commits list. Loading it means listing ``.hoodie`` and reading commit files, so it is
+cached per table (PIP-186's ``ledgersCache``), with three guards that keep a cached answer
+from ever being *less* safe than a fresh one:
+
+- expiry: after ``deletion.cache_expiry_s`` the snapshot is rebuilt from scratch;
+- staleness guard: an intent naming an instant newer than the snapshot's latest instant
+  forces a refresh first (instant times only grow, so the snapshot cannot know it);
+- the service re-checks any "not yet decidable" answer against a refreshed snapshot.
+
+Why the cached "dead" answers stay true: completed and rolled-back are terminal states, and a
+new commit only lists new files named with its own (newer) instant, so the set of listed
+files only grows by names the staleness guard already catches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import posixpath
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from shared.fs import FileInfo, FileSystem
+from shared.hudi.naming import is_instant_time, parse_base_file_name
+from shared.hudi.table import HudiTable, InstantState
+from shared.sink_log import EntryKind, SinkLog, SinkLogState
+
+__all__ = [
+    "TableSnapshot",
+    "TableStateCache",
+    "OrphanCandidate",
+    "load_snapshot",
+    "scan_orphans",
+    "instant_key",
+    "own_instant",
+    "relative_path",
+    "PARTITION_METADATA_FILE",
+]
+
+META_DIR = ".hoodie"
+TEMP_PREFIX = ".hoodie/.temp/"
+PARTITION_METADATA_FILE = ".hoodie_partition_metadata"
+MIN_REFRESH_INTERVAL_S = 1.0
+"""Forced refreshes (staleness guard, re-checks) of one table happen at most this often;
+answers from a snapshot this fresh are as good as any, and a flood of forged intents naming
+future instants must not turn into a flood of timeline listings."""
+
+
+def instant_key(instant: str) -> str:
+    """Comparable form of an instant time (14-digit times are padded to 17)."""
+    return instant if len(instant) == 17 else instant + "000"
+
+
+def normalize(path: str) -> str:
+    """One spelling per path, so listed paths and intent paths compare equal (rule 7 of the
+    deletion anchors: compare paths only after normalising them)."""
+    return posixpath.normpath(path)
+
+
+def relative_path(table_path: str, path: str) -> str | None:
+    """``path`` relative to the table base, or None when it is not strictly inside it."""
+    base = normalize(table_path)
+    target = normalize(path)
+    prefix = base.rstrip("/") + "/"
+    if not target.startswith(prefix) or target == base:
+        return None
+    return target[len(prefix):]
+
+
+def own_instant(relative: str) -> str | None:
+    """The instant a file belongs to, read from its path, never from the intent.
+
+    Staged files: ``.hoodie/.temp/<T>/...``; base files: ``<fileId>_<token>_<T>.parquet``.
+    """
+    if relative.startswith(TEMP_PREFIX):
+        first = relative[len(TEMP_PREFIX):].split("/", 1)[0]
+        return first if is_instant_time(first) else None
+    parsed = parse_base_file_name(posixpath.basename(relative))
+    return parsed.instant if parsed is not None else None
+
+
+@dataclass(frozen=True)
+class TableSnapshot:
+    """The table's state at ``loaded_at`` (monotonic seconds), as far as deletion cares."""
+
+    table_path: str
+    completed: frozenset[str]
+    pending: frozenset[str]
+    """Started, not completed: timeline instants without ``.commit`` plus instants the sink
+    log decided COMMIT that are not completed yet (a new leader will roll them forward)."""
+    rolled_back: frozenset[str]
+    """Instants the sink log decided ABORT: they can never complete."""
+    listed_files: frozenset[str]
+    """Normalised absolute paths of every file a completed commit lists."""
+    latest_instant: str | None
+    loaded_at: float
+
+    def is_listed(self, path: str) -> bool:
+        return normalize(path) in self.listed_files
+
+    def knows(self, instant: str) -> bool:
+        """Whether ``instant`` is not newer than anything this snapshot has seen."""
+        return self.latest_instant is not None and instant_key(instant) <= instant_key(
+            self.latest_instant
+        )
+
+    def references(self, relative: str) -> bool:
+        """Whether a live or possibly-live instant needs the file (orphan-scan subtraction):
+        listed by a completed commit, or written for an instant that is still pending."""
+        if normalize(posixpath.join(self.table_path, relative)) in self.listed_files:
+            return True
+        instant = own_instant(relative)
+        return instant is not None and instant in self.pending
+
+
+@dataclass
+class _Memo:
+    """What one table's loader keeps between refreshes (only the loader thread touches it)."""
+
+    log_state: SinkLogState = field(default_factory=SinkLogState)
+    files_by_commit: dict[str, frozenset[str]] = field(default_factory=dict)
+
+
+def _listed_files(table: HudiTable, instant: str) -> frozenset[str]:
+    metadata = table.read_commit_metadata(instant)
+    paths: set[str] = set()
+    for stats in (metadata.get("partitionToWriteStats") or {}).values():
+        for stat in stats or ():
+            path = stat.get("path") if isinstance(stat, dict) else None
+            if isinstance(path, str) and path:
+                paths.add(normalize(posixpath.join(table.base_path, path)))
+    return frozenset(paths)
+
+
+def load_snapshot(
+    fs: FileSystem, table_path: str, memo: _Memo | None = None, *, now: float | None = None
+) -> TableSnapshot:
+    """Read the timeline and the sink log (blocking: run it in a worker thread).
+
+    With a memo, only new sink log entries and newly completed commits are read: completed
+    commit files never change, so their file lists are reused.
+    """
+    memo = memo if memo is not None else _Memo()
+    table = HudiTable(fs, table_path)
+    instants = table.list_instants()
+    completed = {i.time for i in instants if i.state is InstantState.COMPLETED}
+    timeline_pending = {i.time for i in instants} - completed
+    log_state = SinkLog(fs, table.base_path).read_state(memo.log_state)
+    memo.log_state = log_state
+    rolled_back = {t for t, e in log_state.decisions.items() if e.kind is EntryKind.ABORT}
+    decided_commit = {t for t, e in log_state.decisions.items() if e.kind is EntryKind.COMMIT}
+    for instant in sorted(completed - memo.files_by_commit.keys()):
+        memo.files_by_commit[instant] = _listed_files(table, instant)
+    for instant in list(memo.files_by_commit.keys() - completed):
+        del memo.files_by_commit[instant]  # a restore removed it: forget its files
+    listed = frozenset().union(*memo.files_by_commit.values()) if memo.files_by_commit else frozenset()
+    every = completed | timeline_pending | log_state.decisions.keys()
+    latest = max(every, key=instant_key, default=None)
+    return TableSnapshot(
+        table_path=table.base_path,
+        completed=frozenset(completed),
+        pending=frozenset(timeline_pending | (decided_commit - completed)),
+        rolled_back=frozenset(rolled_back),
+        listed_files=listed,
+        latest_instant=latest,
+        loaded_at=time.monotonic() if now is None else now,
+    )
+
+
+@dataclass
+class _Entry:
+    snapshot: TableSnapshot | None = None
+    memo: _Memo = field(default_factory=_Memo)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    forced_at: float = float("-inf")
+
+
+class TableStateCache:
+    """Snapshots per table path, refreshed on expiry, on demand and by the staleness guard."""
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        expiry_s: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        min_refresh_interval_s: float = MIN_REFRESH_INTERVAL_S,
+    ) -> None:
+        self._fs = fs
+        self._expiry_s = expiry_s
+        self._clock = clock
+        self._min_refresh_s = min_refresh_interval_s
+        self._tables: dict[str, _Entry] = {}
+        self.loads = 0
+        """Snapshots loaded so far (observability and tests)."""
+
+    def _entry(self, table_path: str) -> _Entry:
+        key = normalize(table_path)
+        entry = self._tables.get(key)
+        if entry is None:
+            entry = self._tables[key] = _Entry()
+        return entry
+
+    async def get(self, table_path: str, instants: list[str] = ()) -> TableSnapshot:  # type: ignore[assignment]
+        """A snapshot fresh enough for an intent naming ``instants``.
+
+        Reloads when there is none, when it expired (then from scratch, so nothing cached
+        outlives the expiry), or when one of ``instants`` is newer than its latest instant.
+        """
+        entry = self._entry(table_path)
+        async with entry.lock:
+            now = self._clock()
+            snap = entry.snapshot
+            if snap is None or now - snap.loaded_at >= self._expiry_s:
+                entry.memo = _Memo()
+                return await self._load(entry, table_path)
+            if any(not snap.knows(i) for i in instants) and now - entry.forced_at >= self._min_refresh_s:
+                entry.forced_at = now
+                return await self._load(entry, table_path)
+            return snap
+
+    async def refresh(self, table_path: str) -> TableSnapshot:
+        """A snapshot at most ``min_refresh_interval_s`` old (re-checking a "not yet" answer)."""
+        entry = self._entry(table_path)
+        async with entry.lock:
+            now = self._clock()
+            snap = entry.snapshot
+            if snap is not None and now - snap.loaded_at < self._min_refresh_s:
+                return snap
+            entry.forced_at = now
+            return await self._load(entry, table_path)
+
+    async def _load(self, entry: _Entry, table_path: str) -> TableSnapshot:
+        now = self._clock()
+        snap = await asyncio.to_thread(load_snapshot, self._fs, table_path, entry.memo, now=now)
+        entry.snapshot = snap
+        self.loads += 1
+        return snap
+
+    def evict_expired(self) -> None:
+        """Drop tables whose snapshot expired (memory stays bounded by the tables in use)."""
+        now = self._clock()
+        for key, entry in list(self._tables.items()):
+            snap = entry.snapshot
+            if snap is not None and now - snap.loaded_at >= self._expiry_s and not entry.lock.locked():
+                del self._tables[key]
+
+
+@dataclass(frozen=True)
+class OrphanCandidate:
+    """A file the reconcile scan found: on storage, referenced by no instant, old enough."""
+
+    path: str
+    size: int
+    mtime: float
+    age_s: float
+
+
+def _scanned_files(fs: FileSystem, table_path: str) -> Iterator[tuple[str, FileInfo]]:
+    """(relative path, info) of every file the scan considers: partition directories (all
+    of the table but ``.hoodie``) and staging under ``.hoodie/.temp``."""
+    base = table_path.rstrip("/") or "/"
+    for info in fs.walk_files(base):
+        relative = relative_path(base, info.path)
+        if relative is None:
+            continue
+        if relative.split("/", 1)[0] == META_DIR and not relative.startswith(TEMP_PREFIX):
+            continue
+        if info.name == PARTITION_METADATA_FILE:
+            continue  # Hudi's partition marker: no commit lists it, every reader needs it
+        yield relative, info
+
+
+def scan_orphans(
+    fs: FileSystem, snapshot: TableSnapshot, *, now: float, min_age_s: float
+) -> list[OrphanCandidate]:
+    """Storage minus everything referenced, older than ``min_age_s`` (blocking I/O).
+
+    ``snapshot`` must be loaded *before* the listing starts: a file that appears during the
+    scan belongs to an instant newer than the snapshot and is young, so the age floor keeps
+    it; a file referenced by an instant that completes during the scan was written for an
+    instant the snapshot already holds as pending.
+    """
+    found: list[OrphanCandidate] = []
+    for relative, info in _scanned_files(fs, snapshot.table_path):
+        if snapshot.references(relative):
+            continue
+        age = now - info.mtime
+        if age < min_age_s:
+            continue
+        found.append(OrphanCandidate(path=info.path, size=info.size, mtime=info.mtime, age_s=age))
+    return found
