@@ -110,6 +110,7 @@ class CoordinatorService:
 
     async def run(self) -> None:
         cfg = self.config
+        self._not_ready = [f"connecting to Kafka at {cfg.kafka.bootstrap_servers}"]
         await wait_for_kafka(cfg.kafka, on_attempt=lambda reason: self._set_not_ready(reason))
         self._not_ready = ["creating topics"]
         await ensure_sink_topics(cfg)
