@@ -203,8 +203,8 @@ class SinkConfig(_Section):
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
     """Turn ``HUDI_SINK__SECTION__KEY=value`` into a nested dict.
 
-    Values are parsed as JSON when they look like JSON (lists, numbers, booleans, null),
-    else kept as strings, so ``HUDI_SINK__KAFKA__TOPICS='["a","b"]'`` gives a list.
+    Lists and maps are JSON (``HUDI_SINK__KAFKA__TOPICS='["a","b"]'``); ``null`` is None;
+    other values stay strings and are converted by the field's type.
     """
     nested: dict[str, Any] = {}
     for env_key, raw in environ.items():
@@ -213,12 +213,15 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
         parts = [p.lower() for p in env_key[len(ENV_PREFIX):].split("__") if p]
         if not parts:
             continue
-        try:
-            value: Any = json.loads(raw)
-        except ValueError:
-            value = raw
-        if isinstance(value, (dict)) and parts[-1] != "conf":
-            value = raw
+        value: Any = raw
+        if raw.lstrip().startswith(("[", "{")) or raw.strip() == "null":
+            # Lists and maps come as JSON; scalars stay strings and pydantic converts them
+            # per field, so HUDI_SINK__NAME=2024 stays the string "2024".
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                raise ConfigError(f"invalid JSON in environment variable {env_key}",
+                                  ".".join(parts)) from None
         node = nested
         for part in parts[:-1]:
             node = node.setdefault(part, {})
@@ -249,7 +252,10 @@ def _format_validation_error(exc: ValidationError) -> ConfigError:
     elif kind == "missing":
         message = "required key is missing"
     else:
-        message = f"{first['msg']} (got {first.get('input')!r})"
+        given = first.get("input")
+        secret = any(word in key for word in ("password", "token"))
+        shown = "" if secret or isinstance(given, (dict, list)) else f" (got {given!r})"
+        message = f"{first['msg']}{shown}"
     others = len(exc.errors()) - 1
     if others:
         message += f" (and {others} more problem{'s' if others > 1 else ''})"
