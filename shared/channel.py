@@ -16,6 +16,7 @@ from aiokafka import TopicPartition as KafkaTopicPartition
 
 from shared.config import SinkConfig
 from shared.errors import ProtocolDecodeError
+from shared.faults import MessageFaults
 from shared.kafka import consumer_options
 from shared.protocol import (
     AckCommit,
@@ -73,6 +74,7 @@ class ControlChannel:
         self._read = read
         self._consumer: AIOKafkaConsumer | None = None
         self._tp = KafkaTopicPartition(config.control_topic, 0)
+        self._faults = MessageFaults()
 
     @property
     def sender(self) -> Sender:
@@ -92,6 +94,8 @@ class ControlChannel:
             self._consumer = None
 
     async def send(self, payload: AnyPayload, *, commit_time: str | None, epoch: int) -> None:
+        if self._faults.should_drop(payload.type.value):
+            return
         envelope = Envelope.wrap(
             payload,
             sink=self._config.name,

@@ -188,7 +188,7 @@ def decode(data: bytes) -> Envelope:
     if not isinstance(raw, dict):
         raise ProtocolDecodeError("control message is not a JSON object")
     version = raw.get("protocol_version")
-    if version != PROTOCOL_VERSION:
+    if type(version) is not int or version != PROTOCOL_VERSION:  # True == 1 in Python
         raise ProtocolDecodeError(f"unsupported protocol_version {version!r}")
     kind = raw.get("type")
     if kind not in MessageType._value2member_map_:

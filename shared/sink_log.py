@@ -137,7 +137,7 @@ class SinkLog:
                 continue
             try:
                 entry = LogEntry.from_bytes(self._fs.read_bytes(self._path(seq)))
-            except (ValueError, KeyError) as exc:
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise TableFormatError(f"sink log entry {self._path(seq)} is corrupt: {exc}") from exc
             state.apply(entry)
         return state

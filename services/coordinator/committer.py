@@ -189,6 +189,8 @@ class TableCommitter:
         return None
 
     def commit(self, instant: str, metadata: dict[str, Any], moves: list[tuple[str, str]]) -> None:
+        if self.state.rolled_back(instant):
+            raise TableFormatError(f"{instant} was decided ABORT; it cannot be committed")
         unlisted = self._unlisted(instant, {staged for staged, _ in moves})
         self.disposal.before_decision(instant, unlisted, "UNCOMMITTED_FILE")
         self._append(EntryKind.COMMIT, instant, metadata=metadata, moves=moves)

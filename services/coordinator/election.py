@@ -46,6 +46,8 @@ class LeaderElection:
         self._consumer: AIOKafkaConsumer | None = None
         self._leader = False
         self.joined = False
+        self.generation = 0
+        """Counts assignments; a fenced leader waits for a newer one before trying again."""
         self.changed = asyncio.Event()
 
     @property
@@ -62,6 +64,7 @@ class LeaderElection:
 
     def _assigned(self, assigned: list[KafkaTopicPartition]) -> None:
         self.joined = True
+        self.generation += 1
         if self._consumer is not None and assigned:
             self._consumer.pause(*assigned)
         leader = self._tp in assigned

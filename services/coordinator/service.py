@@ -29,6 +29,7 @@ from services.coordinator.rest import TransactionView, build_router
 from shared.admin import create_admin_app
 from shared.channel import ControlChannel
 from shared.config import SinkConfig
+from shared.deletion import IntentSender, KafkaDisposal
 from shared.errors import FencedError, HudiSinkError
 from shared.fs import filesystem_for
 from shared.hudi.naming import next_instant_time
@@ -87,6 +88,7 @@ class CoordinatorService:
         self._channel: ControlChannel | None = None
         self._producer: AIOKafkaProducer | None = None
         self._admin: TopicAdmin | None = None
+        self._fenced_at_generation: int | None = None
 
     # --- lifecycle ------------------------------------------------------------------------
     def shutdown(self) -> None:
@@ -122,6 +124,9 @@ class CoordinatorService:
             await asyncio.to_thread(self.committer.refresh)
             self._producer = AIOKafkaProducer(**producer_options(cfg.kafka, "hudi-sink-coordinator"))
             await self._producer.start()
+            self.committer.disposal = KafkaDisposal(  # deletion intents, now that we can send
+                IntentSender(self._producer, cfg.deletion_topic), asyncio.get_running_loop(), cfg
+            )
             self._channel = ControlChannel(cfg, self.sender, self._producer)
             await self._channel.start()
             self._election = LeaderElection(cfg, self.sender.id)
@@ -232,7 +237,8 @@ class CoordinatorService:
     async def _process_routine(self) -> None:
         assert self._election is not None
         while True:
-            if not self._election.is_leader:
+            fenced_here = self._fenced_at_generation == self._election.generation
+            if not self._election.is_leader or fenced_here:
                 if self.is_leader:
                     self._step_down("lost group leadership")
                 self._election.changed.clear()
@@ -249,6 +255,9 @@ class CoordinatorService:
                 await self._step()
             except FencedError as exc:
                 log.error("fenced: %s", exc)
+                # A newer epoch owns the table: our group view is stale. Wait for a new
+                # assignment before claiming again, or two leaders would fence each other.
+                self._fenced_at_generation = self._election.generation
                 self._step_down("fenced by a newer epoch")
                 await asyncio.sleep(RETRY_AFTER_FAILURE_S)
                 continue

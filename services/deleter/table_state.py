@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import posixpath
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from shared.fs import FileInfo, FileSystem
@@ -205,7 +205,7 @@ class TableStateCache:
             entry = self._tables[key] = _Entry()
         return entry
 
-    async def get(self, table_path: str, instants: list[str] = ()) -> TableSnapshot:  # type: ignore[assignment]
+    async def get(self, table_path: str, instants: Sequence[str] = ()) -> TableSnapshot:
         """A snapshot fresh enough for an intent naming ``instants``.
 
         Reloads when there is none, when it expired (then from scratch, so nothing cached
@@ -223,13 +223,15 @@ class TableStateCache:
                 return await self._load(entry, table_path)
             return snap
 
-    async def refresh(self, table_path: str) -> TableSnapshot:
-        """A snapshot at most ``min_refresh_interval_s`` old (re-checking a "not yet" answer)."""
+    async def refresh(self, table_path: str, *, max_age_s: float | None = None) -> TableSnapshot:
+        """A snapshot at most ``max_age_s`` old (default ``min_refresh_interval_s``, enough to
+        re-check a "not yet" answer; the orphan scan asks for 0)."""
+        limit = self._min_refresh_s if max_age_s is None else max_age_s
         entry = self._entry(table_path)
         async with entry.lock:
             now = self._clock()
             snap = entry.snapshot
-            if snap is not None and now - snap.loaded_at < self._min_refresh_s:
+            if snap is not None and now - snap.loaded_at < limit:
                 return snap
             entry.forced_at = now
             return await self._load(entry, table_path)
@@ -240,14 +242,6 @@ class TableStateCache:
         entry.snapshot = snap
         self.loads += 1
         return snap
-
-    def evict_expired(self) -> None:
-        """Drop tables whose snapshot expired (memory stays bounded by the tables in use)."""
-        now = self._clock()
-        for key, entry in list(self._tables.items()):
-            snap = entry.snapshot
-            if snap is not None and now - snap.loaded_at >= self._expiry_s and not entry.lock.locked():
-                del self._tables[key]
 
 
 @dataclass(frozen=True)
@@ -280,14 +274,17 @@ def scan_orphans(
 ) -> list[OrphanCandidate]:
     """Storage minus everything referenced, older than ``min_age_s`` (blocking I/O).
 
-    ``snapshot`` must be loaded *before* the listing starts: a file that appears during the
-    scan belongs to an instant newer than the snapshot and is young, so the age floor keeps
-    it; a file referenced by an instant that completes during the scan was written for an
-    instant the snapshot already holds as pending.
+    ``snapshot`` must be loaded *before* the listing starts: a file referenced by an instant
+    that completes during the scan was written for an instant the snapshot holds as pending,
+    and a file of an instant started after the snapshot names an instant the snapshot does
+    not know, so it is skipped even when the age floor is 0.
     """
     found: list[OrphanCandidate] = []
     for relative, info in _scanned_files(fs, snapshot.table_path):
         if snapshot.references(relative):
+            continue
+        owner = own_instant(relative)
+        if owner is not None and not snapshot.knows(owner):
             continue
         age = now - info.mtime
         if age < min_age_s:

@@ -112,7 +112,7 @@ class Pipeline:
         self.config_path.write_text(yaml.safe_dump(config))
 
     # --- processes ------------------------------------------------------------------------
-    def start(self, role: str) -> Service:
+    def start(self, role: str, env: dict[str, str] | None = None) -> Service:
         port = free_port()
         log_path = self.tmp / f"{role}-{len(self.services)}.log"
         with log_path.open("wb") as log:
@@ -120,7 +120,7 @@ class Pipeline:
                 [HUDI_SINK, role, "--config", str(self.config_path), "--admin-port", str(port)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             )
         service = Service(role, process, log_path, port)
         self.services.append(service)
@@ -155,13 +155,24 @@ class Pipeline:
         wait_until(ready, timeout_s, f"{service.role} ready")
 
     # --- data -----------------------------------------------------------------------------
-    def produce(self, records: int) -> None:
-        result = subprocess.run(
-            [HUDI_SINK, "produce", "--config", str(self.config_path), "--records", str(records),
-             "--partitions", str(self.partitions)],
-            capture_output=True, text=True, timeout=120,
-        )
+    def produce(self, records: int, rate: float | None = None) -> None:
+        result = subprocess.run(self._produce_args(records, rate),
+                                capture_output=True, text=True, timeout=600)
         assert result.returncode == 0, result.stdout + result.stderr
+
+    def produce_in_background(self, records: int, rate: float) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(self._produce_args(records, rate),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def _produce_args(self, records: int, rate: float | None) -> list[str]:
+        args = [HUDI_SINK, "produce", "--config", str(self.config_path), "--records", str(records),
+                "--partitions", str(self.partitions)]
+        return args + (["--rate", str(rate)] if rate else [])
+
+    def aborted_transactions(self, coordinator: Service) -> list[dict[str, Any]]:
+        history = httpx.get(f"{coordinator.url}/transactions", params={"limit": 1000},
+                            timeout=5).json()
+        return [h for h in history if h["state"] == "aborted"]
 
     # --- the table --------------------------------------------------------------------------
     @property

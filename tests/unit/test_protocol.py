@@ -217,3 +217,11 @@ def test_envelope_is_frozen() -> None:
     envelope = _wrap(EndCommit())
     with pytest.raises(ValueError):
         envelope.coordinator_epoch = 9  # type: ignore[misc]
+
+
+def test_boolean_protocol_version_raises() -> None:
+    # JSON true is not version 1, even though Python's True == 1.
+    raw = _raw(EndCommit())
+    raw["protocol_version"] = True
+    with pytest.raises(ProtocolDecodeError, match="protocol_version"):
+        decode(orjson.dumps(raw))

@@ -1,0 +1,141 @@
+"""Phase 2's one question, as a pure function: may this file be deleted now? (DESIGN §4)
+
+``decide`` takes an intent, a snapshot of the table and what storage says about the file, and
+returns an explicit :class:`Outcome`. No I/O and no clock here, so every rule is a row in a
+unit test. The rules, in the order they are applied:
+
+1. Only files of this table, and never its metadata: an intent for another table, a path
+   outside the base path, anything in ``.hoodie/`` other than staging (``.hoodie/.temp``), or a
+   partition marker is KEEP.
+2. A file listed by ANY completed commit is never deleted (KEEP), whatever the intent says:
+   a forged or stale intent changes nothing.
+3. A missing file is success (ALREADY_GONE): deletion is idempotent.
+4. A file written for an instant that is still pending (and not decided ABORT) is in use:
+   RETRY_LATER (ORPHAN: KEEP, the next scan looks again). The instant is read from the path,
+   not from the intent.
+5. By reason, on the killing instant K:
+   - UNCOMMITTED_FILE / ABORTED_INSTANT: K rolled back or completed (without listing the
+     file, rule 2) → DELETE; K pending or unknown → RETRY_LATER.
+   - REPLACED / CLEANED: K completed → DELETE; K rolled back → KEEP (the file lives on);
+     K pending or unknown → RETRY_LATER.
+   - ORPHAN: DELETE when older than ``orphan_min_age_s`` and no instant references it,
+     else KEEP.
+
+Answers that rest on an instant being pending or unknown carry ``recheck``: the service
+decides them again on a refreshed snapshot before acting, so a cache never delays a
+decidable intent by a whole retry round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from services.deleter.table_state import (
+    META_DIR,
+    PARTITION_METADATA_FILE,
+    TEMP_PREFIX,
+    TableSnapshot,
+    normalize,
+    own_instant,
+    relative_path,
+)
+from shared.deletion import DeletionReason, PendingDelete
+from shared.fs import FileInfo
+
+__all__ = ["Outcome", "Decision", "decide"]
+
+
+class Outcome(StrEnum):
+    """What the deleter does with one intent."""
+
+    DELETE = "DELETE"
+    """The file is dead: delete it, then acknowledge the intent."""
+    KEEP = "KEEP"
+    """The file stays: drop (acknowledge) the intent without touching storage."""
+    RETRY_LATER = "RETRY_LATER"
+    """Not decidable yet (the killing instant is pending): re-enqueue to the retry topic."""
+    ALREADY_GONE = "ALREADY_GONE"
+    """Nothing to delete: success, acknowledge."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: Outcome
+    rule: str
+    """Which rule decided, in words (logs, DLQ headers, REST)."""
+    recheck: bool = False
+    """The answer depends on an instant being pending or unknown to the snapshot."""
+
+
+_COMMIT_KILLED = (DeletionReason.UNCOMMITTED_FILE, DeletionReason.ABORTED_INSTANT)
+_REPLACE_KILLED = (DeletionReason.REPLACED, DeletionReason.CLEANED)
+
+
+def _protected(relative: str) -> bool:
+    if relative.split("/", 1)[0] == META_DIR and not relative.startswith(TEMP_PREFIX):
+        return True
+    return relative.rsplit("/", 1)[-1] == PARTITION_METADATA_FILE
+
+
+def decide(
+    intent: PendingDelete,
+    snapshot: TableSnapshot,
+    file: FileInfo | None,
+    *,
+    now: float,
+    orphan_min_age_s: float,
+) -> Decision:
+    """Apply the rules above; ``file`` is storage's view of ``intent.file_path`` (None: missing)."""
+    # 1. this table's data and staging only
+    if normalize(intent.table_path) != normalize(snapshot.table_path):
+        return Decision(Outcome.KEEP, f"intent is for another table ({intent.table_path})")
+    relative = relative_path(snapshot.table_path, intent.file_path)
+    if relative is None:
+        return Decision(Outcome.KEEP, "path is outside the table's base path")
+    if _protected(relative):
+        return Decision(Outcome.KEEP, "path is table metadata, never deleted by intent")
+    # 2. never a live file
+    if snapshot.is_listed(intent.file_path):
+        return Decision(Outcome.KEEP, "listed by a completed commit")
+    # 3. idempotent
+    if file is None:
+        return Decision(Outcome.ALREADY_GONE, "file is already gone")
+    if file.is_dir:
+        return Decision(Outcome.KEEP, "path is a directory")
+    # 4. files of pending instants are in use
+    owner = own_instant(relative)
+    if owner is not None and owner in snapshot.pending and owner not in snapshot.rolled_back:
+        if intent.reason is DeletionReason.ORPHAN:
+            return Decision(Outcome.KEEP, f"written for pending instant {owner}", recheck=True)
+        return Decision(Outcome.RETRY_LATER, f"written for pending instant {owner}", recheck=True)
+    # 5. by reason
+    if intent.reason is DeletionReason.ORPHAN:
+        return _orphan(owner, snapshot, file, now, orphan_min_age_s)
+    killing = intent.killing_instant
+    assert killing is not None  # PendingDelete validates this for every non-ORPHAN reason
+    if intent.reason in _COMMIT_KILLED:
+        if killing in snapshot.rolled_back:
+            return Decision(Outcome.DELETE, f"instant {killing} was rolled back")
+        if killing in snapshot.completed:
+            return Decision(Outcome.DELETE, f"instant {killing} completed without listing the file")
+    elif intent.reason in _REPLACE_KILLED:
+        if killing in snapshot.rolled_back:
+            return Decision(Outcome.KEEP, f"{intent.reason.value.lower()} instant {killing} was rolled back")
+        if killing in snapshot.completed:
+            return Decision(Outcome.DELETE, f"{intent.reason.value.lower()} instant {killing} completed")
+    if killing in snapshot.pending:
+        return Decision(Outcome.RETRY_LATER, f"instant {killing} is still pending", recheck=True)
+    return Decision(Outcome.RETRY_LATER, f"instant {killing} is unknown to the table", recheck=True)
+
+
+def _orphan(
+    owner: str | None, snapshot: TableSnapshot, file: FileInfo, now: float, min_age_s: float
+) -> Decision:
+    if owner is not None and not snapshot.knows(owner):
+        # Newer than anything on the timeline: an instant being started right now.
+        return Decision(Outcome.KEEP, f"written for instant {owner}, newer than the timeline", recheck=True)
+    age = now - file.mtime
+    if age < min_age_s:
+        return Decision(Outcome.KEEP, f"younger than the orphan age floor ({age:.0f} s < {min_age_s:g} s)")
+    return Decision(Outcome.DELETE, "orphan: referenced by no instant and old enough")

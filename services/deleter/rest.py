@@ -1,0 +1,123 @@
+"""Deleter admin routes: stats, the deletion DLQ (list and replay) and the orphan scan.
+
+Bearer auth is added by ``shared.admin.create_admin_app`` around this router.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, HTTPException, Query
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from services.deleter.service import DeleterService
+
+__all__ = [
+    "DeletionStats",
+    "DlqEntry",
+    "ReplayResult",
+    "OrphanView",
+    "ReconcileResult",
+    "ServiceUnavailable",
+    "build_router",
+]
+
+
+class ServiceUnavailable(Exception):
+    """The action needs Kafka clients the service has not started (yet)."""
+
+
+class DeletionStats(BaseModel):
+    """Counters since this deleter process started (each pod counts its own work)."""
+
+    pending: int
+    """Intents fetched and held back until their not-before time (a lower bound of the
+    backlog: the broker's end offsets are not trusted, see reference/tansu-broker.md)."""
+    deleted: int
+    kept_in_use: int
+    """Intents dropped because the file must stay (listed, rolled-back replace, foreign)."""
+    retried: int
+    """Re-enqueues to the retry topic (not yet decidable, or the delete failed)."""
+    dlq: int
+    reconcile_orphans: int
+    """Orphans reported by reconcile scans (dry runs included)."""
+    missing_already: int
+    """Intents whose file was already gone (duplicates, redeliveries): success."""
+    failed: int
+    """Attempts that raised (storage or metadata errors); each is retried or dead-lettered."""
+    replayed: int
+    undecodable: int
+
+
+class DlqEntry(BaseModel):
+    """One message of the deletion DLQ."""
+
+    partition: int
+    offset: int
+    file_path: str | None
+    table_path: str | None
+    reason: str | None
+    killing_instant: str | None
+    attempts: int | None
+    last_error: str | None
+    error_class: str | None
+    dlq_reason: str | None
+    first_failure_at: float | None
+    replayed: bool
+    source: str | None
+    """Where the intent was first consumed: ``topic:partition:offset``."""
+
+
+class ReplayResult(BaseModel):
+    replayed: int
+    already_replayed: int
+    undecodable: int
+
+
+class OrphanView(BaseModel):
+    path: str
+    size: int
+    age_s: float
+
+
+class ReconcileResult(BaseModel):
+    dry_run: bool
+    orphans: list[OrphanView]
+    enqueued: int
+
+
+_UNAVAILABLE: dict[int | str, dict[str, Any]] = {
+    503: {"description": "Kafka is not reachable, or the deleter's clients are not running"}
+}
+
+
+def build_router(service: DeleterService) -> APIRouter:
+    router = APIRouter(tags=["deleter"])
+
+    @router.get("/deletions/stats", response_model=DeletionStats)
+    async def stats() -> DeletionStats:
+        return service.stats()
+
+    @router.get("/deletions/dlq", response_model=list[DlqEntry], responses=_UNAVAILABLE)
+    async def dlq() -> list[DlqEntry]:
+        try:
+            return await service.list_dlq()
+        except ServiceUnavailable as exc:
+            raise HTTPException(status_code=503, detail=str(exc)) from None
+
+    @router.post("/deletions/dlq/replay", response_model=ReplayResult, responses=_UNAVAILABLE)
+    async def replay() -> ReplayResult:
+        try:
+            return await service.replay_dlq()
+        except ServiceUnavailable as exc:
+            raise HTTPException(status_code=503, detail=str(exc)) from None
+
+    @router.post("/deletions/reconcile", response_model=ReconcileResult, responses=_UNAVAILABLE)
+    async def reconcile(dry_run: bool = Query(True)) -> ReconcileResult:
+        try:
+            return await service.reconcile(dry_run=dry_run)
+        except ServiceUnavailable as exc:
+            raise HTTPException(status_code=503, detail=str(exc)) from None
+
+    return router

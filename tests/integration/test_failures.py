@@ -1,0 +1,165 @@
+"""Failure handling as separate processes: lost control messages heal fast, participants join
+and leave without aborted transactions, a SIGKILLed participant loses and duplicates nothing,
+a standby coordinator takes over and a frozen (zombie) leader cannot commit after it."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from pipeline import Pipeline, Service, wait_until
+
+from shared.broker import EmbeddedBroker
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def _assert_exactly(pipeline: Pipeline, expected: int) -> None:
+    ids = pipeline.read().column("id").to_pylist()
+    assert len(ids) == expected, f"{len(ids)} rows, expected {expected}"
+    assert len(set(ids)) == expected
+    assert not pipeline.unlisted_completed_files()
+    for relative in pipeline.listed_files():
+        assert (pipeline.base_path / relative).exists(), f"committed file {relative} is missing"
+
+
+def _aborts_metric(service: Service) -> float:
+    text = httpx.get(f"{service.url}/metrics", timeout=5).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("hudi_sink_aborts_total"))
+
+
+def test_lost_control_messages_heal_before_the_timeout(
+    broker: EmbeddedBroker, tmp_path: Path, unique_name: str
+) -> None:
+    pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap, overrides={
+        "transaction": {"interval_ms": 2000, "write_status_timeout_ms": 120000,
+                        "flush_records": 100000, "resend_interval_ms": 1000}})
+    pipeline.produce(2_000)
+    try:
+        participant = pipeline.start(
+            "participant", env={"HUDI_SINK_FAULTS": "drop:WRITE_STATUS:2,drop:PARTICIPANT_READY:1"})
+        pipeline.wait_ready(participant, timeout_s=180)
+        coordinator = pipeline.start(
+            "coordinator", env={"HUDI_SINK_FAULTS": "drop:START_COMMIT:1,drop:END_COMMIT:1"})
+        pipeline.wait_ready(coordinator)
+        started = time.monotonic()
+        pipeline.wait_offsets(500, timeout_s=60)
+        healed_in = time.monotonic() - started
+        assert healed_in < 40, f"took {healed_in:.1f} s; the 120 s timeout must not be what healed it"
+        assert _aborts_metric(coordinator) == 0
+        assert not pipeline.aborted_transactions(coordinator)
+        logs = "\n".join(s.log_path.read_text() for s in pipeline.services)
+        for kind in ("START_COMMIT", "END_COMMIT", "WRITE_STATUS", "PARTICIPANT_READY"):
+            assert f"fault injection: dropped a {kind}" in logs
+        _assert_exactly(pipeline, 2_000)
+    finally:
+        pipeline.stop_all()
+
+
+def test_participants_join_and_leave_without_aborts(
+    broker: EmbeddedBroker, tmp_path: Path, unique_name: str
+) -> None:
+    pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap)
+    pipeline.produce(0)  # creates the data topic
+    try:
+        coordinator = pipeline.start("coordinator")
+        first = pipeline.start("participant")
+        pipeline.wait_ready(coordinator)
+        pipeline.wait_ready(first, timeout_s=180)
+        producer = pipeline.produce_in_background(12_000, rate=400)
+        wait_until(lambda: sum(pipeline.latest_offsets().values()) > 1_000, 120, "first data")
+        second = pipeline.start("participant")  # scale out while data flows
+        pipeline.wait_ready(second, timeout_s=180)
+        wait_until(lambda: httpx.get(f"{second.url}/partitions").json(), 60,
+                   "partitions on the new participant")
+        time.sleep(6)
+        pipeline.kill(first, signal.SIGTERM)  # scale in cleanly
+        assert first.process.returncode == 0
+        assert producer.wait(timeout=120) == 0
+        pipeline.wait_offsets(3_000, timeout_s=240)
+        assert not pipeline.aborted_transactions(coordinator)
+        assert _aborts_metric(coordinator) == 0
+        _assert_exactly(pipeline, 12_000)
+    finally:
+        pipeline.stop_all()
+
+
+def test_participant_sigkill_mid_transaction_loses_and_duplicates_nothing(
+    broker: EmbeddedBroker, tmp_path: Path, unique_name: str
+) -> None:
+    pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap, overrides={
+        "transaction": {"interval_ms": 4000, "write_status_timeout_ms": 60000,
+                        "flush_records": 500, "resend_interval_ms": 1000}})
+    pipeline.produce(0)  # creates the data topic
+    try:
+        coordinator = pipeline.start("coordinator")
+        victims = [pipeline.start("participant"), pipeline.start("participant")]
+        for service in [coordinator, *victims]:
+            pipeline.wait_ready(service, timeout_s=180)
+        producer = pipeline.produce_in_background(8_000, rate=1_000)
+        victim = victims[0]
+        wait_until(lambda: any(v["staged_files"] for v in
+                               httpx.get(f"{victim.url}/partitions").json()), 120,
+                   "the victim to hold staged files mid-transaction", every_s=0.2)
+        pipeline.kill(victim, signal.SIGKILL)
+        assert producer.wait(timeout=120) == 0
+        restarted = pipeline.start("participant")
+        pipeline.wait_ready(restarted, timeout_s=180)
+        pipeline.wait_offsets(2_000, timeout_s=300)
+        _assert_exactly(pipeline, 8_000)
+    finally:
+        pipeline.stop_all()
+
+
+def test_standby_takes_over_and_a_zombie_leader_cannot_commit(
+    broker: EmbeddedBroker, tmp_path: Path, unique_name: str
+) -> None:
+    pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap)
+    pipeline.produce(0)  # creates the data topic
+    try:
+        coordinators = [pipeline.start("coordinator"), pipeline.start("coordinator")]
+        participant = pipeline.start("participant")
+        for service in [*coordinators, participant]:
+            pipeline.wait_ready(service, timeout_s=180)
+
+        def leader() -> Service:
+            found = [s for s in coordinators if s.alive() and
+                     httpx.get(f"{s.url}/transactions/current").json()["role"] == "leader"]
+            return found[0] if len(found) == 1 else None  # type: ignore[return-value]
+
+        first = wait_until(leader, 60, "one leader")
+        pipeline.produce(4_000)
+        pipeline.wait_offsets(1_000, timeout_s=180)
+
+        # Freeze the leader: the standby must take over within session timeout + 10 s.
+        last_before = pipeline.completed_commits()[-1]
+        first.process.send_signal(signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        standby = next(s for s in coordinators if s is not first)
+        epoch_before = httpx.get(f"{standby.url}/transactions/current").json()["epoch"]
+        wait_until(lambda: httpx.get(f"{standby.url}/transactions/current").json()["role"] == "leader",
+                   6 + 10 + 5, "the standby to lead", every_s=0.2)
+        assert time.monotonic() - frozen_at < 6 + 10 + 5
+        new_epoch = httpx.get(f"{standby.url}/transactions/current").json()["epoch"]
+        assert new_epoch > epoch_before
+        pipeline.produce(4_000)
+        time.sleep(10)
+        first.process.send_signal(signal.SIGCONT)  # the zombie wakes up mid-transaction
+
+        pipeline.wait_offsets(2_000, timeout_s=240)
+        time.sleep(8)
+        _assert_exactly(pipeline, 8_000)
+        # Commits after the freeze were decided by the new epoch or later; the only possible
+        # exception is one the frozen leader had already decided (rolled forward, not redone).
+        after = [i for i in pipeline.completed_commits() if i > last_before]
+        old_epoch = [i for i in after if int(pipeline.commit_metadata(i)["extraMetadata"]
+                                             ["hudi.sink.coordinator.epoch"]) < new_epoch]
+        assert len(old_epoch) <= 1 and (not old_epoch or old_epoch[0] == after[0])
+        zombie_log = first.log_path.read_text()
+        assert "fenced" in zombie_log or "lost leadership" in zombie_log
+    finally:
+        pipeline.stop_all()
