@@ -89,6 +89,7 @@ class CoordinatorService:
         self._producer: AIOKafkaProducer | None = None
         self._admin: TopicAdmin | None = None
         self._fenced_at_generation: int | None = None
+        self._led_generation: int | None = None
 
     # --- lifecycle ------------------------------------------------------------------------
     def shutdown(self) -> None:
@@ -201,7 +202,10 @@ class CoordinatorService:
                 log.info("dropped WRITE_STATUS of stale epoch %d", envelope.coordinator_epoch)
                 return []
             outcome = state.record_status(payload, envelope.sender.id)
-            if outcome is not StatusOutcome.ACCEPTED:
+            if outcome is StatusOutcome.DUPLICATE:
+                log.debug("WRITE_STATUS %s-%d for %s: duplicate", payload.topic, payload.partition,
+                          state.instant)
+            elif outcome is not StatusOutcome.ACCEPTED:
                 log.info("WRITE_STATUS %s-%d for %s: %s", payload.topic, payload.partition,
                          state.instant, outcome.value)
             if payload.failed:
@@ -247,6 +251,8 @@ class CoordinatorService:
                 await asyncio.to_thread(self.committer.refresh)
                 continue
             try:
+                if self.is_leader and self._led_generation != self._election.generation:
+                    await self._revalidate_leadership()
                 if self.phase.state is CoordinatorPhase.STANDBY:
                     await self._become_leader()
                 while not self._inbox.empty():
@@ -276,7 +282,19 @@ class CoordinatorService:
         self.phase.transition_to(CoordinatorPhase.STANDBY, reason)
         self.metrics.leadership(False, self.committer.epoch)
 
+    async def _revalidate_leadership(self) -> None:
+        """A new group assignment while we lead (e.g. we were frozen, then rejoined and won
+        again): if another epoch was claimed meanwhile, our state is stale — start over."""
+        assert self._election is not None
+        self._led_generation = self._election.generation
+        state = await asyncio.to_thread(self.committer.refresh)
+        if state.epoch != self.committer.epoch:
+            self._step_down(f"epoch {state.epoch} was claimed while we led with "
+                            f"{self.committer.epoch}")
+
     async def _become_leader(self) -> None:
+        assert self._election is not None
+        self._led_generation = self._election.generation
         self.phase.transition_to(CoordinatorPhase.RECOVERING, "elected")
         leader = {"member_id": self.sender.id, "host": self.sender.host, "admin_url": self.admin_url}
         epoch = await asyncio.to_thread(self.committer.claim_epoch, leader)
