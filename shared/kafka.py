@@ -13,6 +13,7 @@ turn "is the data topic there?" into "create a wrong data topic".
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
@@ -314,6 +315,25 @@ class TopicAdmin:
                 "kafka.topics",
             )
         return {t: counts[t] for t in topics}
+
+    async def wait_for_topics(
+        self,
+        topics: list[str],
+        timeout_s: float,
+        on_attempt: Callable[[str], None] | None = None,
+    ) -> dict[str, int]:
+        """``require_topics``, retried for ``timeout_s``: services may start before whoever
+        creates the data topics; a topic that never appears is still a clear error."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return await self.require_topics(topics)
+            except ConfigError as exc:
+                if time.monotonic() >= deadline:
+                    raise
+                if on_attempt is not None:
+                    on_attempt(f"waiting for data topic(s): {exc}")
+                await asyncio.sleep(1)
 
 
 def _topic_error(response: Any, name: str) -> tuple[int, str | None]:

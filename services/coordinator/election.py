@@ -12,17 +12,66 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka import TopicPartition as KafkaTopicPartition
+from aiokafka.cluster import ClusterMetadata
+from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
+from aiokafka.coordinator.protocol import (
+    ConsumerProtocolMemberAssignment,
+    ConsumerProtocolMemberMetadata,
+)
 
 from shared.config import SinkConfig
 from shared.kafka import consumer_options
 
-__all__ = ["LeaderElection"]
+__all__ = ["LeaderElection", "LeaderStickyAssignor"]
 
 log = logging.getLogger("hudi_sink.election")
+
+
+class LeaderStickyAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
+    """Keeps partition 0 (the leadership) with the member that leads the newest epoch.
+
+    Range/round-robin would hand it to the smallest member id, so every standby that joins
+    could steal leadership and cost an aborted transaction. Each member advertises the epoch
+    it leads with (0 when standing by) in its subscription user data; the group leader
+    assigns partition 0 to the highest one, and only to the smallest member id when nobody
+    leads (first start, or the leader died).
+    """
+
+    name = "hudi-sink-leader-sticky"
+    version = 0
+
+    def __init__(self, leading_epoch: Callable[[], int]) -> None:
+        self._leading_epoch = leading_epoch
+
+    def metadata(self, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:
+        return ConsumerProtocolMemberMetadata(
+            self.version, sorted(topics), str(self._leading_epoch()).encode()
+        )
+
+    def assign(
+        self, cluster: ClusterMetadata, members: Mapping[str, ConsumerProtocolMemberMetadata]
+    ) -> dict[str, ConsumerProtocolMemberAssignment]:
+        def epoch(member: str) -> int:
+            try:
+                return int(members[member].user_data or b"0")
+            except ValueError:
+                return 0
+
+        chosen = max(sorted(members), key=epoch) if members else None  # ties: smallest id
+        topics = sorted({t for m in members.values() for t in m.subscription})
+        result = {}
+        for member in members:
+            assignment = [(t, [0]) for t in topics if member == chosen]
+            result[member] = ConsumerProtocolMemberAssignment(self.version, assignment, b"")
+        return result
+
+    def on_assignment(self, assignment: ConsumerProtocolMemberAssignment) -> None:
+        return None
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -39,8 +88,11 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 
 
 class LeaderElection:
-    def __init__(self, config: SinkConfig, member_id: str) -> None:
+    def __init__(
+        self, config: SinkConfig, member_id: str, leading_epoch: Callable[[], int] = lambda: 0
+    ) -> None:
         self._config = config
+        self._assignor = LeaderStickyAssignor(leading_epoch)
         self._member_id = member_id
         self._tp = KafkaTopicPartition(config.control_topic, 0)
         self._consumer: AIOKafkaConsumer | None = None
@@ -58,6 +110,7 @@ class LeaderElection:
         self._consumer = AIOKafkaConsumer(
             **consumer_options(self._config.kafka, self._config.coordinator_group),
             client_id=f"coordinator-{self._member_id}",
+            partition_assignment_strategy=(self._assignor,),
         )
         await self._consumer.start()
         self._consumer.subscribe(topics=[self._config.control_topic], listener=_Listener(self))

@@ -120,7 +120,8 @@ class CoordinatorService:
         self._admin = TopicAdmin(cfg.kafka, client_id=f"coordinator-{self.sender.id}")
         await self._admin.__aenter__()
         try:
-            await self._admin.require_topics(cfg.kafka.topics)
+            await self._admin.wait_for_topics(cfg.kafka.topics, cfg.kafka.startup_timeout_s,
+                                              self._set_not_ready)
             await asyncio.to_thread(self._table.initialize, cfg.table, self.schema)
             await asyncio.to_thread(self.committer.refresh)
             self._producer = AIOKafkaProducer(**producer_options(cfg.kafka, "hudi-sink-coordinator"))
@@ -130,7 +131,10 @@ class CoordinatorService:
             )
             self._channel = ControlChannel(cfg, self.sender, self._producer)
             await self._channel.start()
-            self._election = LeaderElection(cfg, self.sender.id)
+            self._election = LeaderElection(
+                cfg, self.sender.id,
+                leading_epoch=lambda: self.committer.epoch if self.is_leader else 0,
+            )
             await self._election.start()
             self._not_ready = []
             log.info("coordinator %s started; waiting for leadership", self.sender.id)

@@ -145,7 +145,8 @@ class ParticipantService:
         self._not_ready = ["creating topics"]
         await ensure_sink_topics(cfg)
         async with TopicAdmin(cfg.kafka) as admin:
-            await admin.require_topics(cfg.kafka.topics)
+            await admin.wait_for_topics(cfg.kafka.topics, cfg.kafka.startup_timeout_s,
+                                        self._set_not_ready)
         await asyncio.to_thread(self._table.initialize, cfg.table, self.schema)
         self._not_ready = ["starting SparkSession"]
         warm_dir = posixpath.join(cfg.table.base_path, ".hoodie", ".sink", f"warmup-{self.sender.id}")
