@@ -1,0 +1,106 @@
+"""Two-phase deletion through the contract: coordinator, 2 participants, deleter;
+``flush_records`` 500 so files exist mid-transaction; one participant SIGKILLed
+mid-transaction and restarted; 16,000 records. Exactly once holds, and within 90 s of the
+commit covering every offset: partition directories hold only committed files, none of the
+killed participant's staged files remains, staging holds no file of a finished instant, and
+the deletion DLQ is empty."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import httpx
+import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka import TopicPartition as KafkaTopicPartition
+from pipeline import Pipeline, wait_until
+
+from shared.broker import EmbeddedBroker
+from shared.fs import LocalFileSystem
+from shared.sink_log import SinkLog
+
+pytestmark = pytest.mark.timeout(900)
+
+
+async def _count_records(bootstrap: str, topic: str) -> int:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        partitions = consumer.partitions_for_topic(topic) or set()
+        if not partitions:
+            await consumer.topics()
+            partitions = consumer.partitions_for_topic(topic) or set()
+        tps = [KafkaTopicPartition(topic, p) for p in partitions]
+        if not tps:
+            return 0
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        total, idle = 0, 0
+        while idle < 3:
+            batch = await consumer.getmany(timeout_ms=700)
+            got = sum(len(v) for v in batch.values())
+            total += got
+            idle = 0 if got else idle + 1
+        return total
+    finally:
+        await consumer.stop()
+
+
+def _staged_files(pipeline: Pipeline) -> set[Path]:
+    temp = pipeline.timeline / ".temp"
+    return {p for p in temp.rglob("*") if p.is_file()} if temp.exists() else set()
+
+
+def test_deletion_leaves_no_orphans_after_a_participant_kill(
+    broker: EmbeddedBroker, tmp_path: Path, unique_name: str
+) -> None:
+    pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap, overrides={
+        "transaction": {"interval_ms": 4000, "write_status_timeout_ms": 60000,
+                        "flush_records": 500, "resend_interval_ms": 1000},
+        "deletion": {"send_delay_s": 1, "reconsume_later_s": 2, "orphan_min_age_s": 0,
+                     "max_redeliveries": 50},
+    })
+    pipeline.produce(0)
+    try:
+        coordinator = pipeline.start("coordinator")
+        participants = [pipeline.start("participant"), pipeline.start("participant")]
+        deleter = pipeline.start("deleter")
+        for service in [coordinator, *participants, deleter]:
+            pipeline.wait_ready(service, timeout_s=240)
+        producer = pipeline.produce_in_background(16_000, rate=800)
+        victim = participants[0]
+        wait_until(lambda: any(v["staged_files"] for v in
+                               httpx.get(f"{victim.url}/partitions").json()), 120,
+                   "the victim to hold staged files mid-transaction", every_s=0.2)
+        before_kill = _staged_files(pipeline)
+        pipeline.kill(victim, signal.SIGKILL)
+        victim_files = before_kill  # superset: every staged file that existed at the kill
+        restarted = pipeline.start("participant")
+        pipeline.wait_ready(restarted, timeout_s=240)
+        assert producer.wait(timeout=300) == 0
+        pipeline.wait_offsets(4_000, timeout_s=300)
+
+        ids = pipeline.read().column("id").to_pylist()
+        assert len(ids) == 16_000 and len(set(ids)) == 16_000
+
+        def clean() -> bool:
+            log_state = SinkLog(LocalFileSystem(), str(pipeline.base_path)).read_state()
+            finished = set(pipeline.completed_commits()) | {
+                i for i in log_state.decisions if log_state.rolled_back(i)}
+            leftovers = [p for p in _staged_files(pipeline)
+                         if p.relative_to(pipeline.timeline / ".temp").parts[0] in finished]
+            lingering = [p for p in victim_files if p.exists()]
+            return (pipeline.partition_files() <= pipeline.listed_files()
+                    and not leftovers and not lingering)
+
+        wait_until(clean, 90, "no orphan, no lingering staged file of a finished instant",
+                   every_s=1)
+        assert asyncio.run(_count_records(broker.bootstrap, f"{unique_name}-deletion-dlq")) == 0
+        stats = httpx.get(f"{deleter.url}/deletions/stats").json()
+        assert stats["deleted"] > 0
+        report = httpx.post(f"{deleter.url}/deletions/reconcile", params={"dry_run": "true"}).json()
+        assert report["orphans"] == [], report
+    finally:
+        pipeline.stop_all()
