@@ -12,7 +12,6 @@ import contextlib
 import importlib.util
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from shared.broker import EmbeddedBroker, free_port
+from shared.broker import EmbeddedBroker, free_port, port_is_free
 from shared.config import SinkConfig, load_config
 from shared.errors import ConfigError
 
@@ -48,16 +47,6 @@ DEFAULT_DEV_CONFIG: dict[str, Any] = {
 }
 
 
-def _port_free(host: str, port: int) -> bool:
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
 def _local_free_port(bootstrap: str) -> int | None:
     """The port of a single local bootstrap server nobody listens on (the broker goes there)."""
     if "," in bootstrap:
@@ -65,7 +54,7 @@ def _local_free_port(bootstrap: str) -> int | None:
     host, _, port = bootstrap.rpartition(":")
     if host not in ("127.0.0.1", "localhost") or not port.isdigit():
         return None
-    return int(port) if _port_free("127.0.0.1", int(port)) else None
+    return int(port) if port_is_free(int(port)) else None
 
 
 def _fresh_table_for_fresh_broker(base_path: Path, built_in: bool) -> None:
@@ -135,7 +124,7 @@ def run_dev(config_path: str | None, records: int, until_done: bool = False) -> 
         if importlib.util.find_spec("services.deleter.service") is not None:
             roles.append("deleter")
         for offset, role in enumerate(roles):
-            port = base_port + offset if _port_free(host, base_port + offset) else free_port()
+            port = base_port + offset if port_is_free(base_port + offset, host) else free_port()
             log_path = DEV_DIR / f"{role}.log"
             with log_path.open("wb") as log:
                 process = subprocess.Popen(

@@ -36,6 +36,7 @@ __all__ = [
     "EmbeddedBroker",
     "find_tansu_binary",
     "free_port",
+    "port_is_free",
     "run_broker_foreground",
 ]
 
@@ -121,12 +122,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _port_is_free(port: int) -> bool:
+def port_is_free(port: int, host: str = _HOST) -> bool:
     """Whether a listener could bind ``port`` now (SO_REUSEADDR, as tokio does)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind((_HOST, port))
+            sock.bind((host, port))
         except OSError:
             return False
     return True
@@ -232,7 +233,7 @@ class EmbeddedBroker:
                 # tansu does not exit when its listener cannot bind: a worker thread panics,
                 # the process lives on, and our probe would then talk to whoever owns the
                 # port. So refuse a taken port up front instead of trusting the process.
-                if not _port_is_free(self._port):
+                if not port_is_free(self._port):
                     if not self._auto_port:
                         raise BrokerStartError(f"port {self._port} on {_HOST} is already in use")
                     self._port = free_port()
