@@ -163,3 +163,34 @@ def test_standby_takes_over_and_a_zombie_leader_cannot_commit(
         assert any(word in zombie_log for word in ("fenced", "lost leadership", "was claimed while"))
     finally:
         pipeline.stop_all()
+
+
+def test_zombie_participant_cannot_get_a_file_into_the_table(
+    broker: EmbeddedBroker, tmp_path: Path, unique_name: str
+) -> None:
+    pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap, overrides={
+        "transaction": {"interval_ms": 4000, "write_status_timeout_ms": 60000,
+                        "flush_records": 500, "resend_interval_ms": 1000}})
+    pipeline.produce(0)  # creates the data topic
+    try:
+        coordinator = pipeline.start("coordinator")
+        zombie, survivor = pipeline.start("participant"), pipeline.start("participant")
+        for service in (coordinator, zombie, survivor):
+            pipeline.wait_ready(service, timeout_s=180)
+        producer = pipeline.produce_in_background(8_000, rate=1_000)
+        wait_until(lambda: any(v["staged_files"] for v in
+                               httpx.get(f"{zombie.url}/partitions").json()), 120,
+                   "the zombie-to-be to hold staged files", every_s=0.2)
+        zombie.process.send_signal(signal.SIGSTOP)
+        # Past its 6 s session: its partitions move to the survivor, whose statuses win.
+        wait_until(lambda: len(httpx.get(f"{survivor.url}/partitions").json()) == 4, 60,
+                   "the survivor to own all partitions")
+        time.sleep(4)
+        zombie.process.send_signal(signal.SIGCONT)  # late flushes and statuses
+        assert producer.wait(timeout=120) == 0
+        pipeline.wait_offsets(2_000, timeout_s=240)
+        time.sleep(6)
+        _assert_exactly(pipeline, 8_000)
+        assert pipeline.partition_files() <= pipeline.listed_files()
+    finally:
+        pipeline.stop_all()
