@@ -87,7 +87,8 @@ class PartitionPhase(Enum):
 
     WAITING = "waiting"  # paused; no instant known (or the last one was acked)
     WRITING = "writing"  # consuming and buffering for instant T
-    ENDING = "ending"  # END_COMMIT received: final flush, then WRITE_STATUS
+    DRAINING = "draining"  # END_COMMIT received: take in what was already fetched, briefly
+    ENDING = "ending"  # drained (paused): final flush, dead letters, then WRITE_STATUS
     REPORTED = "reported"  # WRITE_STATUS sent; paused until ACK or a new START
     FAILED = "failed"  # errors.tolerance=fail hit a bad record; stops before it
 
@@ -95,7 +96,8 @@ class PartitionPhase(Enum):
 _P = PartitionPhase
 PARTITION_TRANSITIONS: Mapping[PartitionPhase, frozenset[PartitionPhase]] = {
     _P.WAITING: frozenset({_P.WRITING}),
-    _P.WRITING: frozenset({_P.WRITING, _P.ENDING, _P.FAILED}),
+    _P.WRITING: frozenset({_P.WRITING, _P.DRAINING, _P.FAILED}),
+    _P.DRAINING: frozenset({_P.ENDING, _P.FAILED, _P.WRITING}),
     _P.ENDING: frozenset({_P.REPORTED, _P.WRITING}),
     _P.REPORTED: frozenset({_P.WAITING, _P.WRITING}),
     _P.FAILED: frozenset({_P.ENDING, _P.WRITING}),

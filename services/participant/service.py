@@ -280,6 +280,7 @@ class ParticipantService:
             if self._pending_assignment is not None:
                 self._apply_assignment()
             batches = await consumer.getmany(timeout_ms=100, max_records=20000)
+            fetched = {(ktp.topic, ktp.partition) for ktp in batches}
             for ktp, records in batches.items():
                 state = self._partitions.get((ktp.topic, ktp.partition))
                 if state is None:
@@ -290,6 +291,8 @@ class ParticipantService:
                     consumer.pause(ktp)
                     self.metrics.partition_failed(ktp.topic, ktp.partition, True)
                     log.error("partition failed (errors.tolerance=fail): %s", state.failure)
+                    if state.drain_started is not None:  # END already asked: report now
+                        self._begin_report(state)
                 if state.should_flush():
                     self._start_flush(state)
                     if len(state.flushes) >= MAX_CONCURRENT_FLUSHES:
@@ -297,6 +300,10 @@ class ParticipantService:
                 lag = state.lag()
                 if lag is not None:
                     self.metrics.partition_lag(ktp.topic, ktp.partition, lag)
+            now = time.monotonic()
+            for state in list(self._partitions.values()):
+                if state.is_drained(now, state.key in fetched):
+                    self._begin_report(state)
 
     def _start_flush(self, state: TransactionParticipant) -> asyncio.Task[Any] | None:
         buffer = state.take_buffer()
@@ -311,7 +318,7 @@ class ParticipantService:
         state.flushes.discard(task)
         if (
             self._consumer is not None
-            and state.phase is PartitionPhase.WRITING
+            and state.accepting
             and len(state.flushes) < MAX_CONCURRENT_FLUSHES
             and self._partitions.get(state.key) is state
         ):
@@ -419,12 +426,18 @@ class ParticipantService:
         for state in self._targets(end.targets):
             if state.instant != instant or state.epoch != epoch:
                 continue
-            if state.phase in (PartitionPhase.WRITING, PartitionPhase.FAILED):
-                state.end()
-                self._spawn(self._report(state, instant), f"end-{state.topic}-{state.partition}")
+            if state.phase is PartitionPhase.WRITING:
+                state.drain(time.monotonic())  # the data routine reports once drained
+            elif state.phase is PartitionPhase.FAILED:
+                self._begin_report(state)
             elif state.phase is PartitionPhase.REPORTED and state.last_status is not None:
                 # The coordinator re-sent END: our status was lost. Statuses are idempotent.
                 self._spawn(self._resend_status(state), "resend")
+
+    def _begin_report(self, state: TransactionParticipant) -> None:
+        assert state.instant is not None
+        state.end()
+        self._spawn(self._report(state, state.instant), f"end-{state.topic}-{state.partition}")
 
     async def _report(self, state: TransactionParticipant, instant: str) -> None:
         """END_COMMIT: pause, flush the rest, send dead letters, then WRITE_STATUS."""

@@ -22,7 +22,10 @@ from services.participant.decoder import RecordDecoder, Rejected, Row, Skipped
 from shared.protocol import StagedFile, WriteStatus
 from shared.states import PARTITION_TRANSITIONS, PartitionPhase, StateMachine
 
-__all__ = ["TransactionParticipant", "PendingBuffer"]
+__all__ = ["TransactionParticipant", "PendingBuffer", "DRAIN_MIN_S", "DRAIN_MAX_S"]
+
+DRAIN_MIN_S = 0.05
+DRAIN_MAX_S = 2.0
 
 
 @dataclass
@@ -68,6 +71,7 @@ class TransactionParticipant:
     failure: str | None = None
     flushes: set[asyncio.Task[Any]] = field(default_factory=set)
     last_status: WriteStatus | None = None
+    drain_started: float | None = None
     last_signal_at: float = field(default_factory=time.monotonic)
     """When we last heard from / spoke to the coordinator about this partition."""
 
@@ -92,11 +96,20 @@ class TransactionParticipant:
         return (epoch, instant) > (self.epoch, self.instant)
 
     def should_flush(self) -> bool:
-        return self.phase is PartitionPhase.WRITING and len(self.rows) >= self.flush_records
+        return self.accepting and len(self.rows) >= self.flush_records
 
     @property
     def accepting(self) -> bool:
-        return self.phase is PartitionPhase.WRITING
+        return self.phase in (PartitionPhase.WRITING, PartitionPhase.DRAINING)
+
+    def is_drained(self, now: float, fetched_now: bool) -> bool:
+        """END asks for what was fetched: a partition is drained once a fetch round brings
+        nothing new for it (records produced just before END still make it), or after
+        DRAIN_MAX_S whatever arrives."""
+        if self.phase is not PartitionPhase.DRAINING or self.drain_started is None:
+            return False
+        waited = now - self.drain_started
+        return (not fetched_now and waited >= DRAIN_MIN_S) or waited >= DRAIN_MAX_S
 
     # --- transitions ------------------------------------------------------------------
     def begin(self, instant: str, epoch: int, offset: int) -> None:
@@ -111,6 +124,7 @@ class TransactionParticipant:
         self.dead_letters = []
         self.counters = _Counters()
         self.failure = None
+        self.drain_started = None
         self.flushes = set()
         self.last_status = None
         self.last_signal_at = time.monotonic()
@@ -171,8 +185,12 @@ class TransactionParticipant:
         self.counters.written += sum(f.num_records for f in files)
         return True
 
+    def drain(self, now: float) -> None:
+        self.phase_machine.transition_to(PartitionPhase.DRAINING, f"end {self.instant}")
+        self.drain_started = now
+
     def end(self) -> None:
-        self.phase_machine.transition_to(PartitionPhase.ENDING, f"end {self.instant}")
+        self.phase_machine.transition_to(PartitionPhase.ENDING, f"drained {self.instant}")
 
     def build_status(self) -> WriteStatus:
         return WriteStatus(

@@ -32,7 +32,8 @@ COORDINATOR_ALLOWED = {
 
 PARTITION_ALLOWED = {
     (P.WAITING, P.WRITING),
-    (P.WRITING, P.WRITING), (P.WRITING, P.ENDING), (P.WRITING, P.FAILED),
+    (P.WRITING, P.WRITING), (P.WRITING, P.DRAINING), (P.WRITING, P.FAILED),
+    (P.DRAINING, P.ENDING), (P.DRAINING, P.FAILED), (P.DRAINING, P.WRITING),
     (P.ENDING, P.REPORTED), (P.ENDING, P.WRITING),
     (P.REPORTED, P.WAITING), (P.REPORTED, P.WRITING),
     (P.FAILED, P.ENDING), (P.FAILED, P.WRITING),
@@ -100,6 +101,7 @@ def test_partition_cannot_report_without_ending() -> None:
         machine.transition_to(P.REPORTED)
     with pytest.raises(IllegalTransition):
         machine.transition_to(P.WAITING)  # only an ACK after a report ends the instant
+    machine.transition_to(P.DRAINING)
     machine.transition_to(P.ENDING)
     machine.transition_to(P.REPORTED)
     machine.transition_to(P.WAITING)

@@ -249,6 +249,12 @@ def test_should_flush_only_while_writing() -> None:
     p.begin(T1, 1, 0)
     p.accept([good(0)])
     assert p.should_flush()
+    p.drain(0.0)
+    assert p.should_flush()  # draining still takes fetched records
+    assert not p.is_drained(0.01, fetched_now=False)
+    assert p.is_drained(0.1, fetched_now=False)
+    assert not p.is_drained(0.1, fetched_now=True)
+    assert p.is_drained(2.5, fetched_now=True)
     p.end()
     assert not p.should_flush()
     buffer = p.take_buffer()  # the final flush at END still takes the rest
@@ -333,6 +339,7 @@ def test_status_fields_and_report_ack_cycle() -> None:
     buffer = p.take_buffer()
     assert buffer is not None
     p.add_staged(T1, [_staged(T1, 3)])
+    p.drain(0.0)
     p.end()
     assert p.phase is PartitionPhase.ENDING
     status = p.build_status()
@@ -373,6 +380,7 @@ def test_fetched_offset_counts_every_fetched_record() -> None:
 def test_empty_status_when_nothing_new() -> None:
     p = _participant()
     p.begin(T1, 1, 7)
+    p.drain(0.0)
     p.end()
     status = p.build_status()
     assert (status.start_offset, status.next_offset) == (7, 7)
@@ -384,10 +392,12 @@ def test_records_after_end_are_not_accepted() -> None:
     p = _participant()
     p.begin(T1, 1, 0)
     p.accept([good(0)])
+    p.drain(0.0)
+    p.accept([good(1)])  # fetched before the drain ended: still taken
     p.end()
-    p.accept([good(1)])
-    assert p.offsets == [0]
-    assert p.next_offset == 1
+    p.accept([good(2)])
+    assert p.offsets == [0, 1]
+    assert p.next_offset == 2
 
 
 def test_illegal_phase_changes_raise() -> None:
@@ -420,6 +430,7 @@ def test_should_begin_orders_by_epoch_then_instant() -> None:
 def test_repeated_start_after_ack_is_ignored() -> None:
     p = _participant()
     p.begin(T1, 1, 0)
+    p.drain(0.0)
     p.end()
     p.reported(p.build_status())
     p.acked(0)
