@@ -162,12 +162,23 @@ class CoordinatorService:
     def _set_not_ready(self, reason: str) -> None:
         self._not_ready = [reason]
 
+    async def _abort_on_shutdown(self) -> None:
+        """Roll back the open, undecided instant so the table is left without an inflight
+        instant; if that is not possible in time, the next leader rolls it back."""
+        state = self.current
+        if state is None or self.phase.state not in (CoordinatorPhase.STARTED, CoordinatorPhase.ENDED):
+            return
+        try:
+            await asyncio.wait_for(self._abort("coordinator shut down"), timeout=15)
+            log.info("rolled back open instant %s on shutdown", state.instant)
+        except (HudiSinkError, OSError, TimeoutError) as exc:
+            log.warning("left open instant %s to the next leader: %s", state.instant, exc)
+
     async def _close(self) -> None:
-        """Abandon the open instant (the next leader rolls it back: never half-commit on the
-        way out), leave the group so a standby takes over at once, close clients."""
+        """Roll back the open instant (never half-commit on the way out), leave the group so
+        a standby takes over at once, close clients."""
         log.info("coordinator stopping")
-        if self.current is not None:
-            log.info("abandoning open instant %s to the next leader", self.current.instant)
+        await self._abort_on_shutdown()
         if self.phase.can(CoordinatorPhase.STOPPED):
             self.phase.transition_to(CoordinatorPhase.STOPPED, "shutdown")
         if self._election is not None:
@@ -417,6 +428,7 @@ class CoordinatorService:
             "hudi.sink.records.written": str(records),
             "hudi.sink.records.dlq": str(dlq),
             "hudi.sink.records.skipped": str(sum(s.records_skipped for s in state.statuses.values())),
+            "hudi.sink.unknown.fields": str(sum(s.unknown_fields for s in state.statuses.values())),
         }
         if failed:
             extra["hudi.sink.failed.partitions"] = "; ".join(failed)

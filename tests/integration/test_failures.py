@@ -194,3 +194,32 @@ def test_zombie_participant_cannot_get_a_file_into_the_table(
         assert pipeline.partition_files() <= pipeline.listed_files()
     finally:
         pipeline.stop_all()
+
+
+def test_write_status_timeout_aborts_then_restarts_from_committed_offsets(
+    broker: EmbeddedBroker, tmp_path: Path, unique_name: str
+) -> None:
+    """The only participant freezes past the write-status timeout: the coordinator rolls the
+    instant back and starts a new one from the committed offsets; after the participant
+    resumes, everything lands exactly once."""
+    pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap, overrides={
+        "transaction": {"interval_ms": 2000, "write_status_timeout_ms": 5000,
+                        "flush_records": 500, "resend_interval_ms": 1000}})
+    pipeline.produce(2_000)
+    try:
+        coordinator = pipeline.start("coordinator")
+        participant = pipeline.start("participant")
+        pipeline.wait_ready(coordinator)
+        pipeline.wait_ready(participant, timeout_s=180)
+        pipeline.wait_offsets(500, timeout_s=120)
+        participant.process.send_signal(signal.SIGSTOP)
+        pipeline.produce(2_000)
+        wait_until(lambda: any(h.get("reason") == "write status timeout"
+                               for h in pipeline.aborted_transactions(coordinator)),
+                   60, "an abort by write-status timeout", every_s=0.5)
+        assert _aborts_metric(coordinator) >= 1
+        participant.process.send_signal(signal.SIGCONT)
+        pipeline.wait_offsets(1_000, timeout_s=180)
+        _assert_exactly(pipeline, 4_000)
+    finally:
+        pipeline.stop_all()
