@@ -57,6 +57,9 @@ __all__ = ["CoordinatorService"]
 log = logging.getLogger("hudi_sink.coordinator")
 
 Key = tuple[str, int]
+Outgoing = StartCommit | EndCommit | AckCommit
+Reply = tuple[Outgoing, str | None]
+"""A message to send and the instant it is for (None: the open instant)."""
 STEP_S = 0.05
 RETRY_AFTER_FAILURE_S = 1.0
 
@@ -200,7 +203,7 @@ class CoordinatorService:
                 if envelope.sender.role is Role.PARTICIPANT:
                     self._inbox.put_nowait(envelope)
 
-    def _receive(self, envelope: Envelope) -> list[Any]:
+    def _receive(self, envelope: Envelope) -> list[Reply]:
         """Apply one participant message; returns follow-up sends."""
         payload = envelope.payload
         state = self.current
@@ -228,7 +231,7 @@ class CoordinatorService:
                           payload.failed)
         return []
 
-    def _answer_ready(self, partitions: list[TopicPartition]) -> list[Any]:
+    def _answer_ready(self, partitions: list[TopicPartition]) -> list[Reply]:
         """A partition joined mid-transaction: it joins this instant (no abort needed)."""
         state = self.current
         if state is None or self.phase.state not in (CoordinatorPhase.STARTED, CoordinatorPhase.ENDED):
@@ -237,19 +240,19 @@ class CoordinatorService:
                    and tp.key() not in state.statuses]
         if not targets:
             return []
-        sends: list[Any] = [StartCommit(offsets=self._offsets_list(state.start_offsets),
-                                        targets=targets)]
+        sends: list[Reply] = [(StartCommit(offsets=self._offsets_list(state.start_offsets),
+                                           targets=targets), None)]
         if self.phase.state is CoordinatorPhase.ENDED:
-            sends.append(EndCommit(targets=targets))
+            sends.append((EndCommit(targets=targets), None))
         return sends
 
-    def _answer_late_status(self, envelope: Envelope, status: WriteStatus) -> list[Any]:
+    def _answer_late_status(self, envelope: Envelope, status: WriteStatus) -> list[Reply]:
         """A status for an instant we already committed: its ACK was lost; repeat it."""
         instant = envelope.commit_time
         view = self.history.get(instant or "")
         same_epoch = envelope.coordinator_epoch == self.committer.epoch
         if view is not None and view.state == "committed" and same_epoch:
-            return [("ack", instant, AckCommit(offsets=self._offsets_list(self.committed_offsets)))]
+            return [(AckCommit(offsets=self._offsets_list(self.committed_offsets)), instant)]
         return []
 
     # --- the loop -----------------------------------------------------------------------
@@ -271,8 +274,8 @@ class CoordinatorService:
                 if self.phase.state is CoordinatorPhase.STANDBY:
                     await self._become_leader()
                 while not self._inbox.empty():
-                    for send in self._receive(self._inbox.get_nowait()):
-                        await self._send(send)
+                    for payload, instant in self._receive(self._inbox.get_nowait()):
+                        await self._send(payload, instant)
                 await self._step()
             except FencedError as exc:
                 log.error("fenced: %s", exc)
@@ -445,7 +448,7 @@ class CoordinatorService:
         self.phase.transition_to(CoordinatorPhase.IDLE, f"committed {state.instant}")
         log.info("committed %s: %d rows, %d files, %d dlq, offsets %s (%.2f s)", state.instant,
                  records, len(stats), dlq, self._offsets_text(offsets), duration)
-        await self._send(("ack", state.instant, AckCommit(offsets=self._offsets_list(offsets))))
+        await self._send(AckCommit(offsets=self._offsets_list(offsets)), state.instant)
 
     async def _abort(self, reason: str) -> None:
         state = self.current
@@ -467,15 +470,13 @@ class CoordinatorService:
             self._step_down(reason)
 
     # --- sending --------------------------------------------------------------------------
-    async def _send(self, item: Any) -> None:
+    async def _send(self, payload: Outgoing, instant: str | None = None) -> None:
+        """Send for the open instant, or for ``instant`` (an ACK after it was closed)."""
         assert self._channel is not None
-        state = self.current
-        if isinstance(item, tuple):  # ("ack", instant, payload): the instant is already closed
-            _, instant, payload = item
-            await self._channel.send(payload, commit_time=instant, epoch=self.committer.epoch)
-            return
-        assert state is not None
-        await self._channel.send(item, commit_time=state.instant, epoch=state.epoch)
+        if instant is None:
+            assert self.current is not None
+            instant = self.current.instant
+        await self._channel.send(payload, commit_time=instant, epoch=self.committer.epoch)
 
     def _offsets_list(self, offsets: dict[Key, int]) -> list[PartitionOffset]:
         return [PartitionOffset(topic=t, partition=p, offset=o) for (t, p), o in sorted(offsets.items())]
