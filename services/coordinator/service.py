@@ -49,6 +49,7 @@ from shared.protocol import (
     TopicPartition,
     WriteStatus,
 )
+from shared.runner import unless_stopped
 from shared.schema import TableSchema
 from shared.states import COORDINATOR_TRANSITIONS, CoordinatorPhase, StateMachine
 
@@ -115,31 +116,11 @@ class CoordinatorService:
         return dict(self.committer.state.leader)
 
     async def run(self) -> None:
-        cfg = self.config
-        self._not_ready = [f"connecting to Kafka at {cfg.kafka.bootstrap_servers}"]
-        await wait_for_kafka(cfg.kafka, on_attempt=lambda reason: self._set_not_ready(reason))
-        self._not_ready = ["creating topics"]
-        await ensure_sink_topics(cfg)
-        self._admin = TopicAdmin(cfg.kafka, client_id=f"coordinator-{self.sender.id}")
-        await self._admin.__aenter__()
+        routines: list[asyncio.Task[Any]] = []
         try:
-            await self._admin.wait_for_topics(cfg.kafka.topics, cfg.kafka.startup_timeout_s,
-                                              self._set_not_ready)
-            await asyncio.to_thread(self._table.initialize, cfg.table, self.schema)
-            await asyncio.to_thread(self.committer.refresh)
-            self._producer = AIOKafkaProducer(**producer_options(cfg.kafka, "hudi-sink-coordinator"))
-            await self._producer.start()
-            self.committer.disposal = KafkaDisposal(  # deletion intents, now that we can send
-                IntentSender(self._producer, cfg.deletion_topic), asyncio.get_running_loop(), cfg
-            )
-            self._channel = ControlChannel(cfg, self.sender, self._producer)
-            await self._channel.start()
-            self._election = LeaderElection(
-                cfg, self.sender.id,
-                leading_epoch=lambda: self.committer.epoch if self.is_leader else 0,
-            )
-            await self._election.start()
-            self._not_ready = []
+            if not await unless_stopped(self._stop, self._start()):
+                return
+            assert self._election is not None
             log.info("coordinator %s started; waiting for leadership", self.sender.id)
             routines = [
                 asyncio.create_task(self._election.run(), name="coordinator-election"),
@@ -161,6 +142,32 @@ class CoordinatorService:
                 await asyncio.gather(*routines, return_exceptions=True)
         finally:
             await self._close()
+
+    async def _start(self) -> None:
+        cfg = self.config
+        self._not_ready = [f"connecting to Kafka at {cfg.kafka.bootstrap_servers}"]
+        await wait_for_kafka(cfg.kafka, on_attempt=self._set_not_ready)
+        self._not_ready = ["creating topics"]
+        await ensure_sink_topics(cfg)
+        self._admin = TopicAdmin(cfg.kafka, client_id=f"coordinator-{self.sender.id}")
+        await self._admin.__aenter__()
+        await self._admin.wait_for_topics(cfg.kafka.topics, cfg.kafka.startup_timeout_s,
+                                          self._set_not_ready)
+        await asyncio.to_thread(self._table.initialize, cfg.table, self.schema)
+        await asyncio.to_thread(self.committer.refresh)
+        self._producer = AIOKafkaProducer(**producer_options(cfg.kafka, "hudi-sink-coordinator"))
+        await self._producer.start()
+        self.committer.disposal = KafkaDisposal(  # deletion intents, now that we can send
+            IntentSender(self._producer, cfg.deletion_topic), asyncio.get_running_loop(), cfg
+        )
+        self._channel = ControlChannel(cfg, self.sender, self._producer)
+        await self._channel.start()
+        self._election = LeaderElection(
+            cfg, self.sender.id,
+            leading_epoch=lambda: self.committer.epoch if self.is_leader else 0,
+        )
+        await self._election.start()
+        self._not_ready = []
 
     def _set_not_ready(self, reason: str) -> None:
         self._not_ready = [reason]

@@ -23,10 +23,10 @@ import dataclasses
 import logging
 import posixpath
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, StrEnum
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
@@ -65,12 +65,12 @@ from shared.fs import FileInfo, FileSystem, filesystem_for
 from shared.hudi.naming import parse_base_file_name
 from shared.kafka import TopicAdmin, consumer_options, ensure_sink_topics, producer_options, wait_for_kafka
 from shared.metrics import Metrics
+from shared.runner import unless_stopped
 
 __all__ = ["DeleterService", "DeleterPhase", "Effect"]
 
 log = logging.getLogger("hudi_sink.deleter")
 
-T = TypeVar("T")
 
 POLL_MS = 500
 """Longest fetch wait: bounds how late a paused partition is resumed and a stop is seen."""
@@ -213,29 +213,13 @@ class DeleterService:
             raise RuntimeError("DeleterService.run may be called only once")
         self.phase = DeleterPhase.STARTING
         try:
-            if await self._until_stopped(self._start()):
+            if await unless_stopped(self._stop, self._start()):
                 await self._serve()
         finally:
             self.phase = DeleterPhase.STOPPING
             await self._close()
             self.phase = DeleterPhase.STOPPED
             self._not_ready = ["stopped"]
-
-    async def _until_stopped(self, work: Awaitable[T]) -> bool:
-        """Run a start-up step unless ``shutdown`` comes first; True when it completed."""
-        task = asyncio.ensure_future(work)
-        stop = asyncio.create_task(self._stop.wait())
-        try:
-            await asyncio.wait([task, stop], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            return False
-        task.result()
-        return True
 
     async def _start(self) -> None:
         cfg = self.config

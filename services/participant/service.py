@@ -56,6 +56,7 @@ from shared.protocol import (
     StartCommit,
     TopicPartition,
 )
+from shared.runner import unless_stopped
 from shared.schema import TableSchema
 from shared.spark_writer import SparkWriteError, SparkWriter
 from shared.states import PartitionPhase
@@ -139,6 +140,29 @@ class ParticipantService:
         return reasons
 
     async def run(self) -> None:
+        routines: list[asyncio.Task[Any]] = []
+        try:
+            if not await unless_stopped(self._stop, self._start()):
+                return
+            log.info("participant %s started (topics %s)", self.sender.id, self.config.kafka.topics)
+            routines = [
+                self._spawn(self._data_routine(), "data"),
+                self._spawn(self._control_routine(), "control"),
+                self._spawn(self._heal_routine(), "heal"),
+            ]
+            stop_task = asyncio.create_task(self._stop.wait())
+            try:
+                done, _ = await asyncio.wait([stop_task, *routines],
+                                             return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    if task is not stop_task and task.exception() is not None:
+                        raise task.exception()  # type: ignore[misc]
+            finally:
+                stop_task.cancel()
+        finally:
+            await self._close(routines)
+
+    async def _start(self) -> None:
         cfg = self.config
         self._not_ready = [f"connecting to Kafka at {cfg.kafka.bootstrap_servers}"]
         await wait_for_kafka(cfg.kafka, on_attempt=self._set_not_ready)
@@ -166,21 +190,6 @@ class ParticipantService:
         gc.freeze()
         gc.set_threshold(100_000, 20, 100)
         self._not_ready = []
-        log.info("participant %s started (topics %s)", self.sender.id, cfg.kafka.topics)
-        routines = [
-            self._spawn(self._data_routine(), "data"),
-            self._spawn(self._control_routine(), "control"),
-            self._spawn(self._heal_routine(), "heal"),
-        ]
-        stop_task = asyncio.create_task(self._stop.wait())
-        try:
-            done, _ = await asyncio.wait([stop_task, *routines], return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                if task is not stop_task and task.exception() is not None:
-                    raise task.exception()  # type: ignore[misc]
-        finally:
-            stop_task.cancel()
-            await self._close(routines)
 
     def _set_not_ready(self, reason: str) -> None:
         self._not_ready = [reason]

@@ -146,6 +146,21 @@ class Pipeline:
     def logs(self) -> str:
         return "\n".join(f"--- {s.role} ({s.log_path.name})\n{s.log_tail()}" for s in self.services)
 
+    def start_ready(self, *roles: str, timeout_s: float = 240) -> list[Service]:
+        """Start one process per role (all at once, so Spark sessions warm in parallel) and
+        wait until every one of them is ready."""
+        services = [self.start(role) for role in roles]
+        for service in services:
+            self.wait_ready(service, timeout_s=timeout_s)
+        return services
+
+    def wait_holding_staged_files(self, participant: Service) -> None:
+        """Until ``participant`` has flushed files of its open instant (a mid-transaction
+        moment worth killing or freezing it at)."""
+        wait_until(lambda: any(v["staged_files"] for v in
+                               httpx.get(f"{participant.url}/partitions").json()), 120,
+                   "staged files of an open instant on the participant", every_s=0.2)
+
     def wait_ready(self, service: Service, timeout_s: float = 120) -> None:
         def ready() -> bool:
             if not service.alive():

@@ -78,10 +78,7 @@ def test_bad_records_go_to_the_dlq_and_hostile_partitions_stay_inside(
     asyncio.run(_produce(broker.bootstrap, pipeline.topic, bad + hostile, pipeline.partitions))
     total = 5_000 + len(bad) + len(hostile)
     try:
-        coordinator = pipeline.start("coordinator")
-        participant = pipeline.start("participant")
-        pipeline.wait_ready(coordinator)
-        pipeline.wait_ready(participant, timeout_s=180)
+        pipeline.start_ready("coordinator", "participant")
         wait_until(lambda: sum(pipeline.latest_offsets().values()) == total, 240,
                    f"offsets covering all {total} records", every_s=1)
 
@@ -134,10 +131,7 @@ def test_tolerance_fail_stops_the_partition_at_the_bad_record(
     asyncio.run(_produce(broker.bootstrap, pipeline.topic, [b"garbage"], 1))  # p0 offset 100
     pipeline.produce(400)  # p0 offsets 101..200, others 100..199
     try:
-        coordinator = pipeline.start("coordinator")
-        participant = pipeline.start("participant")
-        pipeline.wait_ready(coordinator)
-        pipeline.wait_ready(participant, timeout_s=180)
+        _, participant = pipeline.start_ready("coordinator", "participant")
         wait_until(lambda: pipeline.latest_offsets() == {0: 100, 1: 200, 2: 200, 3: 200}, 240,
                    "partitions 1-3 complete, partition 0 stopped at its bad record", every_s=1)
         latest = pipeline.commit_metadata(pipeline.completed_commits()[-1])

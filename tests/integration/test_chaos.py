@@ -35,11 +35,8 @@ def _run_chaos(broker: EmbeddedBroker, tmp_path: Path, name: str, *, records: in
     kills: list[str] = []
     started = time.monotonic()
     try:
-        live: list[Service] = [pipeline.start("coordinator"), pipeline.start("coordinator"),
-                               *[pipeline.start("participant") for _ in range(participants)],
-                               pipeline.start("deleter")]
-        for service in live:
-            pipeline.wait_ready(service, timeout_s=240)
+        live: list[Service] = pipeline.start_ready(
+            "coordinator", "coordinator", *["participant"] * participants, "deleter")
         producer = pipeline.produce_in_background(records, rate=max(100.0, records / 120))
         for _ in range(rounds):
             time.sleep(rng.uniform(6, 12))

@@ -103,3 +103,26 @@ def test_broker_command_prints_ready_and_stops_on_sigterm() -> None:
     finally:
         if process.poll() is None:
             process.kill()
+
+
+@pytest.mark.parametrize("role", ["coordinator", "participant", "deleter"])
+def test_sigterm_during_startup_stops_promptly(tmp_path: Path, role: str) -> None:
+    """A pod stopped while it still waits for Kafka must exit within a grace period."""
+    dead = f"127.0.0.1:{free_port()}"
+    config = _config(tmp_path, kafka={"bootstrap_servers": dead, "startup_timeout_s": 120})
+    port = free_port()
+    process = subprocess.Popen(
+        [HUDI_SINK, role, "--config", str(config), "--admin-port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/ready", timeout=2).status_code == 503,
+                   20, "/ready 503", every_s=0.2)
+        stopped_at = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, output
+    assert time.monotonic() - stopped_at < 15

@@ -64,16 +64,10 @@ def test_deletion_leaves_no_orphans_after_a_participant_kill(
     })
     pipeline.produce(0)
     try:
-        coordinator = pipeline.start("coordinator")
-        participants = [pipeline.start("participant"), pipeline.start("participant")]
-        deleter = pipeline.start("deleter")
-        for service in [coordinator, *participants, deleter]:
-            pipeline.wait_ready(service, timeout_s=240)
+        _, victim, _, deleter = pipeline.start_ready("coordinator", "participant", "participant",
+                                                     "deleter")
         producer = pipeline.produce_in_background(16_000, rate=800)
-        victim = participants[0]
-        wait_until(lambda: any(v["staged_files"] for v in
-                               httpx.get(f"{victim.url}/partitions").json()), 120,
-                   "the victim to hold staged files mid-transaction", every_s=0.2)
+        pipeline.wait_holding_staged_files(victim)
         before_kill = _staged_files(pipeline)
         pipeline.kill(victim, signal.SIGKILL)
         victim_files = before_kill  # superset: every staged file that existed at the kill

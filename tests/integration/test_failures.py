@@ -66,10 +66,7 @@ def test_participants_join_and_leave_without_aborts(
     pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap)
     pipeline.produce(0)  # creates the data topic
     try:
-        coordinator = pipeline.start("coordinator")
-        first = pipeline.start("participant")
-        pipeline.wait_ready(coordinator)
-        pipeline.wait_ready(first, timeout_s=180)
+        coordinator, first = pipeline.start_ready("coordinator", "participant")
         producer = pipeline.produce_in_background(12_000, rate=400)
         wait_until(lambda: sum(pipeline.latest_offsets().values()) > 1_000, 120, "first data")
         second = pipeline.start("participant")  # scale out while data flows
@@ -96,15 +93,9 @@ def test_participant_sigkill_mid_transaction_loses_and_duplicates_nothing(
                         "flush_records": 500, "resend_interval_ms": 1000}})
     pipeline.produce(0)  # creates the data topic
     try:
-        coordinator = pipeline.start("coordinator")
-        victims = [pipeline.start("participant"), pipeline.start("participant")]
-        for service in [coordinator, *victims]:
-            pipeline.wait_ready(service, timeout_s=180)
+        _, victim, _ = pipeline.start_ready("coordinator", "participant", "participant")
         producer = pipeline.produce_in_background(8_000, rate=1_000)
-        victim = victims[0]
-        wait_until(lambda: any(v["staged_files"] for v in
-                               httpx.get(f"{victim.url}/partitions").json()), 120,
-                   "the victim to hold staged files mid-transaction", every_s=0.2)
+        pipeline.wait_holding_staged_files(victim)
         pipeline.kill(victim, signal.SIGKILL)
         assert producer.wait(timeout=120) == 0
         restarted = pipeline.start("participant")
@@ -121,10 +112,7 @@ def test_standby_takes_over_and_a_zombie_leader_cannot_commit(
     pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap)
     pipeline.produce(0)  # creates the data topic
     try:
-        coordinators = [pipeline.start("coordinator"), pipeline.start("coordinator")]
-        participant = pipeline.start("participant")
-        for service in [*coordinators, participant]:
-            pipeline.wait_ready(service, timeout_s=180)
+        *coordinators, _ = pipeline.start_ready("coordinator", "coordinator", "participant")
 
         def leader() -> Service:
             found = [s for s in coordinators if s.alive() and
@@ -173,14 +161,9 @@ def test_zombie_participant_cannot_get_a_file_into_the_table(
                         "flush_records": 500, "resend_interval_ms": 1000}})
     pipeline.produce(0)  # creates the data topic
     try:
-        coordinator = pipeline.start("coordinator")
-        zombie, survivor = pipeline.start("participant"), pipeline.start("participant")
-        for service in (coordinator, zombie, survivor):
-            pipeline.wait_ready(service, timeout_s=180)
+        _, zombie, survivor = pipeline.start_ready("coordinator", "participant", "participant")
         producer = pipeline.produce_in_background(8_000, rate=1_000)
-        wait_until(lambda: any(v["staged_files"] for v in
-                               httpx.get(f"{zombie.url}/partitions").json()), 120,
-                   "the zombie-to-be to hold staged files", every_s=0.2)
+        pipeline.wait_holding_staged_files(zombie)
         zombie.process.send_signal(signal.SIGSTOP)
         # Past its 6 s session: its partitions move to the survivor, whose statuses win.
         wait_until(lambda: len(httpx.get(f"{survivor.url}/partitions").json()) == 4, 60,
@@ -207,10 +190,7 @@ def test_write_status_timeout_aborts_then_restarts_from_committed_offsets(
                         "flush_records": 500, "resend_interval_ms": 1000}})
     pipeline.produce(2_000)
     try:
-        coordinator = pipeline.start("coordinator")
-        participant = pipeline.start("participant")
-        pipeline.wait_ready(coordinator)
-        pipeline.wait_ready(participant, timeout_s=180)
+        coordinator, participant = pipeline.start_ready("coordinator", "participant")
         pipeline.wait_offsets(500, timeout_s=120)
         participant.process.send_signal(signal.SIGSTOP)
         pipeline.produce(2_000)

@@ -30,10 +30,7 @@ def test_exactly_once_across_coordinator_crash(
     pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap)
     try:
         pipeline.produce(10_000)
-        coordinator = pipeline.start("coordinator")
-        participants = [pipeline.start("participant"), pipeline.start("participant")]
-        for service in [coordinator, *participants]:
-            pipeline.wait_ready(service, timeout_s=180)
+        coordinator, _, _ = pipeline.start_ready("coordinator", "participant", "participant")
 
         # First half: 2,500 per partition.
         pipeline.wait_offsets(2_500, timeout_s=240)

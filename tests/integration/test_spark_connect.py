@@ -77,10 +77,7 @@ def test_participant_flushes_through_spark_connect(
     )
     try:
         pipeline.produce(4_000)
-        coordinator = pipeline.start("coordinator")
-        participant = pipeline.start("participant")
-        pipeline.wait_ready(coordinator)
-        pipeline.wait_ready(participant, timeout_s=180)
+        pipeline.start_ready("coordinator", "participant")
         pipeline.wait_offsets(1_000, timeout_s=240)
         table = pipeline.read()
         assert table.num_rows == 4_000
