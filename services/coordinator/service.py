@@ -207,7 +207,9 @@ class CoordinatorService:
         assert self._channel is not None
         while True:
             for envelope in await self._channel.receive(timeout_ms=200):
-                if envelope.sender.role is Role.PARTICIPANT:
+                # A standby drops messages (its inbox would grow for as long as it waits);
+                # participants re-announce, so a new leader learns what it needs.
+                if envelope.sender.role is Role.PARTICIPANT and self.is_leader:
                     self._inbox.put_nowait(envelope)
 
     def _receive(self, envelope: Envelope) -> list[Reply]:
