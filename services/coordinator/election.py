@@ -32,7 +32,7 @@ __all__ = ["LeaderElection", "LeaderStickyAssignor"]
 log = logging.getLogger("hudi_sink.election")
 
 
-class LeaderStickyAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
+class LeaderStickyAssignor(AbstractPartitionAssignor):
     """Keeps partition 0 (the leadership) with the member that leads the newest epoch.
 
     Range/round-robin would hand it to the smallest member id, so every standby that joins
@@ -74,7 +74,7 @@ class LeaderStickyAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
         return None
 
 
-class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+class _Listener(ConsumerRebalanceListener):
     def __init__(self, election: LeaderElection) -> None:
         self._election = election
 

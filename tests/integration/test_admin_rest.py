@@ -122,9 +122,10 @@ SCHEMATHESIS = str(Path(sys.executable).with_name("st"))
 
 
 @pytest.mark.parametrize("role", ["coordinator", "participant", "deleter"])
-def test_openapi_fuzzing_finds_no_server_errors(sink: Sink, role: str) -> None:
+def test_openapi_fuzzing_finds_no_server_errors(sink: Sink, role: str, tmp_path: Path) -> None:
     """schemathesis against the live service: no 5xx, responses match the OpenAPI schema.
-    Abort/commit POSTs run too: the service must answer them sanely at any moment."""
+    Abort/commit POSTs run too: the service must answer them sanely at any moment. It runs
+    in a temporary directory: its ``.schemathesis/`` cache must not land in the checkout."""
     url = sink.services[role].url
     result = subprocess.run(
         [SCHEMATHESIS, "run", f"{url}/openapi.json", "--header", f"Authorization: Bearer {TOKEN}",
@@ -132,7 +133,7 @@ def test_openapi_fuzzing_finds_no_server_errors(sink: Sink, role: str) -> None:
          "not_a_server_error,status_code_conformance,content_type_conformance,"
          "response_schema_conformance",
          "--request-timeout", "30", "--max-time", "30", "--workers", "1"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
 
