@@ -16,7 +16,7 @@ from aiokafka import TopicPartition as KafkaTopicPartition
 
 from shared.config import SinkConfig
 from shared.errors import ProtocolDecodeError
-from shared.faults import MessageFaults
+from shared.faults import Faults
 from shared.kafka import consumer_options
 from shared.protocol import (
     AckCommit,
@@ -67,6 +67,7 @@ class ControlChannel:
         producer: AIOKafkaProducer,
         *,
         read: bool = True,
+        faults: Faults | None = None,
     ) -> None:
         self._config = config
         self._sender = sender
@@ -74,7 +75,7 @@ class ControlChannel:
         self._read = read
         self._consumer: AIOKafkaConsumer | None = None
         self._tp = KafkaTopicPartition(config.control_topic, 0)
-        self._faults = MessageFaults()
+        self._faults = faults if faults is not None else Faults()
 
     @property
     def sender(self) -> Sender:

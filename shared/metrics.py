@@ -78,18 +78,26 @@ class Metrics:
             registry=r,
         )
         self._since_commit.set_function(self._seconds_since_commit)
+        self._partial = Counter(
+            "hudi_sink_partial_commits",
+            "Commits that carried the offsets of partitions that did not answer in time",
+            registry=r,
+        )
+        self._carried = Counter(
+            "hudi_sink_carried_partitions", "Partitions carried by partial commits", registry=r
+        )
         self._leader = Gauge("hudi_sink_coordinator_leader", "1 when leader", registry=r)
         self._epoch = Gauge("hudi_sink_coordinator_epoch", "Current epoch", registry=r)
         # deleter
         self._deletions = Counter(
             "hudi_sink_deletions", "Deletion outcomes", ["outcome"], registry=r
         )
-        self._last_commit_mono: float | None = None
-        self._started = time.monotonic()
+        self._last_commit_unix: float | None = None
+        self._started = time.time()
 
     def _seconds_since_commit(self) -> float:
-        ref = self._last_commit_mono if self._last_commit_mono is not None else self._started
-        return time.monotonic() - ref
+        ref = self._last_commit_unix if self._last_commit_unix is not None else self._started
+        return max(0.0, time.time() - ref)
 
     # participant events
     def records_consumed(self, topic: str, count: int) -> None:
@@ -122,7 +130,17 @@ class Metrics:
         self._txn.observe(seconds)
         self._committed_records.inc(records)
         self._last_commit.set(time.time())
-        self._last_commit_mono = time.monotonic()
+        self._last_commit_unix = time.time()
+
+    def partial_commit(self, carried_partitions: int) -> None:
+        self._partial.inc()
+        self._carried.inc(carried_partitions)
+
+    def table_committed_at(self, unix_seconds: float) -> None:
+        """The table's latest completed commit (read from the table, so a fresh leader or a
+        standby reports the real stall, not the time since it started)."""
+        self._last_commit.set(unix_seconds)
+        self._last_commit_unix = unix_seconds
 
     def transaction_aborted(self, reason: str) -> None:
         self._aborts.labels(reason).inc()

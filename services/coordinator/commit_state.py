@@ -58,6 +58,20 @@ class CommitState:
     def pending(self) -> list[Key]:
         return sorted(self.expected - self.statuses.keys())
 
+    def has_known_owner(self) -> bool:
+        """Whether any participant announced a partition of this instant (or answered).
+
+        While none has, nobody can answer an END: ending would only run into the timeout
+        (a cold start where Spark warms for seconds), so the instant stays open instead."""
+        return bool(self.owners) or bool(self.statuses)
+
+    def carried(self) -> list[Key]:
+        """Partitions whose offsets this instant does not advance because they did not
+        answer, or answered that they gave the instant up (a flush failed for good)."""
+        failed = {key for key, status in self.statuses.items()
+                  if status.failed and status.next_offset == status.start_offset}
+        return sorted((self.expected - self.statuses.keys()) | failed)
+
     # --- events -------------------------------------------------------------------------
     def announce(self, key: Key, member: str) -> None:
         self.owners[key] = member
@@ -75,6 +89,11 @@ class CommitState:
             return StatusOutcome.BAD_START
         self.statuses[key] = status
         return StatusOutcome.ACCEPTED
+
+    def drop_status(self, key: Key) -> None:
+        """Forget an accepted status whose files turned out unusable (missing or of the
+        wrong size): the partition is then carried like one that never answered."""
+        self.statuses.pop(key, None)
 
     def mark_ended(self, now: float) -> None:
         self.ended_at = now

@@ -1,22 +1,19 @@
 """Coordinator admin routes: inspect and force transactions.
 
-History comes from the sink log (every commit and abort decision, whoever took it), so a
-freshly elected leader or a standby answers with the same history.
+History comes from this process, the table's commits and the sink log's abort decisions
+(``history.TransactionHistory``), so a freshly elected leader or a standby answers with the
+same committed history; it is read in a worker thread, never on the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
-
-from shared.hudi.naming import parse_instant_time
-from shared.hudi.offsets import KAFKA_COMMIT_OFFSETS_KEY, parse_offsets
-from shared.sink_log import EntryKind, LogEntry
 
 if TYPE_CHECKING:
     from services.coordinator.service import CoordinatorService
@@ -34,6 +31,8 @@ class TransactionView(BaseModel):
     offsets: dict[str, int] = {}
     duration_s: float | None = None
     reason: str | None = None
+    carried: list[str] | None = None
+    """Partitions (``topic:p``) whose offsets a partial commit carried forward."""
 
 
 class CurrentTransaction(BaseModel):
@@ -54,40 +53,8 @@ class ActionResponse(BaseModel):
     detail: str
 
 
-def _duration(entry: LogEntry) -> float | None:
-    if not entry.instant or not entry.created_at:
-        return None
-    try:
-        started = parse_instant_time(entry.instant)
-        return round((datetime.fromisoformat(entry.created_at) - started).total_seconds(), 3)
-    except ValueError:
-        return None
-
-
-def view_of_entry(entry: LogEntry, topics: list[str]) -> TransactionView:
-    assert entry.instant is not None
-    if entry.kind is EntryKind.ABORT:
-        return TransactionView(commit_time=entry.instant, state="aborted", epoch=entry.epoch,
-                               reason=entry.reason, duration_s=_duration(entry))
-    metadata = entry.metadata or {}
-    stats = [s for group in metadata.get("partitionToWriteStats", {}).values() for s in group]
-    extra = metadata.get("extraMetadata", {})
-    offsets = parse_offsets(extra.get(KAFKA_COMMIT_OFFSETS_KEY, ""), topics)
-    return TransactionView(
-        commit_time=entry.instant,
-        state="committed",
-        epoch=entry.epoch,
-        records=sum(int(s.get("numWrites", 0)) for s in stats),
-        files=len(stats),
-        bytes=sum(int(s.get("fileSizeInBytes", 0)) for s in stats),
-        offsets={f"{t}:{p}": o for (t, p), o in sorted(offsets.items())},
-        duration_s=_duration(entry),
-    )
-
-
 def build_router(service: CoordinatorService) -> APIRouter:
     router = APIRouter(tags=["coordinator"])
-    topics = list(service.config.kafka.topics)
 
     def not_leader() -> JSONResponse:
         leader = service.leader_info()
@@ -115,42 +82,37 @@ def build_router(service: CoordinatorService) -> APIRouter:
 
     @router.get("/transactions", response_model=list[TransactionView])
     async def transactions(limit: int = Query(20, ge=1, le=1000)) -> list[TransactionView]:
-        views: dict[str, TransactionView] = {
-            instant: view_of_entry(entry, topics)
-            for instant, entry in service.committer.state.decisions.items()
-        }
-        for instant, view in service.history.items():
-            if instant not in views or view.duration_s is not None:
-                merged = views.get(instant)
-                views[instant] = view if merged is None else merged.model_copy(
-                    update={"duration_s": view.duration_s or merged.duration_s})
+        views = await asyncio.to_thread(service.transaction_views, limit)
         state = service.current
         if state is not None:
-            views[state.instant] = TransactionView(
+            views = [v for v in views if v.commit_time != state.instant]
+            views.insert(0, TransactionView(
                 commit_time=state.instant, state="inflight", epoch=state.epoch,
                 offsets={f"{t}:{p}": o for (t, p), o in sorted(state.start_offsets.items())},
                 duration_s=round(time.monotonic() - state.started_at, 3),
-            )
-        return [views[k] for k in sorted(views, reverse=True)[:limit]]
+            ))
+        return sorted(views, key=lambda v: v.commit_time, reverse=True)[:limit]
 
     @router.post("/transactions/commit", response_model=ActionResponse, status_code=202,
                  responses={409: {"description": "standby: names the leader"}})
     async def commit_now() -> Any:
         if not service.is_leader:
             return not_leader()
-        service.request_commit()
-        state = service.current
-        return ActionResponse(accepted=True, commit_time=state.instant if state else None,
-                              detail="the current transaction ends now")
+        instant = service.request_commit()
+        detail = ("the current transaction ends now" if instant is not None
+                  else "no transaction is open; the one starting next ends at once")
+        return ActionResponse(accepted=True, commit_time=instant, detail=detail)
 
     @router.post("/transactions/abort", response_model=ActionResponse, status_code=202,
-                 responses={409: {"description": "standby: names the leader"}})
+                 responses={409: {"description": "standby (names the leader), or no open transaction"}})
     async def abort_now() -> Any:
         if not service.is_leader:
             return not_leader()
-        service.request_abort()
-        state = service.current
-        return ActionResponse(accepted=True, commit_time=state.instant if state else None,
-                              detail="the current transaction is rolled back")
+        instant = service.request_abort()
+        if instant is None:
+            return JSONResponse({"detail": "no transaction is open (nothing to abort); retry "
+                                 "once GET /transactions/current shows one"}, status_code=409)
+        return ActionResponse(accepted=True, commit_time=instant,
+                              detail=f"transaction {instant} is rolled back")
 
     return router

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import posixpath
 import socket
 import time
 import uuid
@@ -20,21 +21,24 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
 from fastapi import FastAPI
 
+from services.coordinator.commit_metadata import PlannedCommit, plan_commit
 from services.coordinator.commit_state import CommitState, StatusOutcome
 from services.coordinator.committer import DirectDisposal, TableCommitter
 from services.coordinator.election import LeaderElection
+from services.coordinator.history import TransactionHistory
 from services.coordinator.rest import TransactionView, build_router
 from shared.admin import create_admin_app
 from shared.channel import ControlChannel
 from shared.config import SinkConfig
 from shared.deletion import IntentSender, KafkaDisposal
-from shared.errors import FencedError, HudiSinkError
+from shared.errors import ConfigError, FencedError, HudiSinkError, TableFormatError
 from shared.fs import filesystem_for
 from shared.hudi.naming import next_instant_time
-from shared.hudi.offsets import KAFKA_COMMIT_OFFSETS_KEY, format_offsets, parse_offsets
-from shared.hudi.table import HudiTable, WriteStat, build_commit_metadata
+from shared.hudi.offsets import offsets_from_metadata
+from shared.hudi.table import HudiTable
 from shared.kafka import TopicAdmin, ensure_sink_topics, producer_options, wait_for_kafka
 from shared.metrics import Metrics
 from shared.protocol import (
@@ -51,6 +55,7 @@ from shared.protocol import (
 )
 from shared.runner import unless_stopped
 from shared.schema import TableSchema
+from shared.sink_log import EntryKind
 from shared.states import COORDINATOR_TRANSITIONS, CoordinatorPhase, StateMachine
 
 __all__ = ["CoordinatorService"]
@@ -63,6 +68,11 @@ Reply = tuple[Outgoing, str | None]
 """A message to send and the instant it is for (None: the open instant)."""
 STEP_S = 0.05
 RETRY_AFTER_FAILURE_S = 1.0
+STANDBY_TABLE_CHECK_S = 15.0
+"""How often a standby reads the table's latest commit time (for the stall metric)."""
+COMMIT_REQUEST_WINDOW_S = 5.0
+"""A forced commit asked for between two instants applies to the next instant only if it
+starts this soon (it normally starts within milliseconds); it never lingers."""
 
 
 class CoordinatorService:
@@ -80,12 +90,16 @@ class CoordinatorService:
         self.phase = StateMachine("coordinator", CoordinatorPhase.STANDBY, COORDINATOR_TRANSITIONS)
         self.current: CommitState | None = None
         self.committed_offsets: dict[Key, int] = {}
-        self.history: dict[str, TransactionView] = {}
+        self.history = TransactionHistory()
         self._latest_instant: str | None = None
         self._owners: dict[Key, str] = {}
         self._inbox: asyncio.Queue[Envelope] = asyncio.Queue()
-        self._commit_requested = asyncio.Event()
-        self._abort_requested = asyncio.Event()
+        self._commit_request: tuple[str | None, float] | None = None
+        """A REST commit: (instant it is for, or None for "the next one", when asked)."""
+        self._abort_request: str | None = None
+        """A REST abort: the instant it is for (never applied to another one)."""
+        self._waiting_logged_for: str | None = None
+        self._table_checked_at: float | None = None
         self._stop = asyncio.Event()
         self._not_ready: list[str] = ["starting"]
         self._election: LeaderElection | None = None
@@ -256,13 +270,17 @@ class CoordinatorService:
         return sends
 
     def _answer_late_status(self, envelope: Envelope, status: WriteStatus) -> list[Reply]:
-        """A status for an instant we already committed: its ACK was lost; repeat it."""
+        """A status for an instant that is not the open one.
+
+        Committed by us: its ACK was lost; repeat it. Otherwise (aborted, or of an older
+        leader) the partition holds an instant that is over and missed the START of the
+        open one: answer as if it had announced itself, so it joins the open instant."""
         instant = envelope.commit_time
         view = self.history.get(instant or "")
         same_epoch = envelope.coordinator_epoch == self.committer.epoch
         if view is not None and view.state == "committed" and same_epoch:
             return [(AckCommit(offsets=self._offsets_list(self.committed_offsets)), instant)]
-        return []
+        return self._answer_ready([TopicPartition(topic=status.topic, partition=status.partition)])
 
     # --- the loop -----------------------------------------------------------------------
     async def _process_routine(self) -> None:
@@ -276,6 +294,7 @@ class CoordinatorService:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._election.changed.wait(), timeout=1)
                 await asyncio.to_thread(self.committer.refresh)
+                await self._observe_table_commit(every_s=STANDBY_TABLE_CHECK_S)
                 continue
             try:
                 if self.is_leader and self._led_generation != self._election.generation:
@@ -294,6 +313,13 @@ class CoordinatorService:
                 self._step_down("fenced by a newer epoch")
                 await asyncio.sleep(RETRY_AFTER_FAILURE_S)
                 continue
+            except ConfigError:
+                raise  # exits 2 naming the key: no leader could do better with this config
+            except KafkaError as exc:
+                # Kafka trouble (admin metadata, a send): nothing in the table changed, and
+                # every message heals by re-sending, so keep leading and try again.
+                log.warning("Kafka error in transaction step, retrying: %r", exc)
+                await asyncio.sleep(RETRY_AFTER_FAILURE_S)
             except (HudiSinkError, OSError, ValueError) as exc:
                 log.exception("transaction step failed: %s", exc)
                 self._restart_leadership(f"error: {exc}")
@@ -304,8 +330,9 @@ class CoordinatorService:
     def _step_down(self, reason: str) -> None:
         log.warning("stepping down: %s", reason)
         if self.current is not None:
-            self.history.setdefault(self.current.instant, self._view(self.current, "inflight"))
+            self.history.record_if_absent(self._view(self.current, "inflight"))
         self.current = None
+        self._owners.clear()  # learnt again from announcements under the next leadership
         self.phase.transition_to(CoordinatorPhase.STANDBY, reason)
         self.metrics.leadership(False, self.committer.epoch)
 
@@ -322,25 +349,48 @@ class CoordinatorService:
     async def _become_leader(self) -> None:
         assert self._election is not None
         self._led_generation = self._election.generation
+        self._owners.clear()  # announcements heard as a standby are not trusted
         self.phase.transition_to(CoordinatorPhase.RECOVERING, "elected")
         leader = {"member_id": self.sender.id, "host": self.sender.host, "admin_url": self.admin_url}
         epoch = await asyncio.to_thread(self.committer.claim_epoch, leader)
         report = await asyncio.to_thread(self.committer.recover)
         for instant in report.rolled_back:
-            self.history[instant] = TransactionView(commit_time=instant, state="aborted",
-                                                    reason="rolled back on takeover")
+            self.history.record(TransactionView(commit_time=instant, state="aborted",
+                                                reason="rolled back on takeover"))
             self.metrics.transaction_aborted("takeover")
         metadata = await asyncio.to_thread(self._table.latest_commit_metadata)
         self.committed_offsets = {}
         if metadata is not None:
-            raw = (metadata.get("extraMetadata") or {}).get(KAFKA_COMMIT_OFFSETS_KEY, "")
-            self.committed_offsets = parse_offsets(raw, list(self.config.kafka.topics))
+            try:
+                self.committed_offsets = offsets_from_metadata(
+                    metadata.get("extraMetadata") or {}, list(self.config.kafka.topics))
+            except TableFormatError as exc:  # the topic set cannot be matched to the table
+                raise ConfigError(str(exc), key="kafka.topics") from exc
         self._latest_instant = await asyncio.to_thread(self._table.latest_instant_time)
+        await self._observe_table_commit(every_s=0)
         self.metrics.leadership(True, epoch)
         self.phase.transition_to(CoordinatorPhase.IDLE, f"epoch {epoch}")
         log.info("leader with epoch %d; committed offsets %s; rolled forward %s, back %s",
                  epoch, self._offsets_text(self.committed_offsets), report.rolled_forward,
                  report.rolled_back)
+
+    async def _observe_table_commit(self, every_s: float) -> None:
+        """Feed ``seconds_since_last_commit`` from the table's newest commit file, so the
+        stall alarm tells the truth after a restart or a failover (not time since start)."""
+        now = time.monotonic()
+        if self._table_checked_at is not None and now - self._table_checked_at < every_s:
+            return
+        self._table_checked_at = now
+        committed_at = await asyncio.to_thread(self._latest_commit_unix)
+        if committed_at is not None:
+            self.metrics.table_committed_at(committed_at)
+
+    def _latest_commit_unix(self) -> float | None:
+        completed = self._table.completed_commits()
+        if not completed:
+            return None
+        info = self._fs.file_info(posixpath.join(self._table.meta_path, f"{completed[-1]}.commit"))
+        return info.mtime if info is not None else None
 
     async def _step(self) -> None:
         now = time.monotonic()
@@ -351,24 +401,60 @@ class CoordinatorService:
             return
         state = self.current
         assert state is not None
-        if self._abort_requested.is_set():
-            self._abort_requested.clear()
-            await self._abort("forced through REST")
-            return
+        if self._abort_request is not None:
+            requested, self._abort_request = self._abort_request, None
+            if requested == state.instant:
+                await self._abort("forced through REST")
+                return
         if phase is CoordinatorPhase.STARTED:
-            if self._commit_requested.is_set() or state.is_interval_reached(now, txn.interval_ms / 1000):
-                self._commit_requested.clear()
+            forced = self._take_commit_request(state.instant, now)
+            if forced or state.is_interval_reached(now, txn.interval_ms / 1000):
+                if not forced and not state.has_known_owner():
+                    self._log_waiting(state)
+                    return  # nobody could answer an END yet (participants still starting)
                 await self._end_transaction()
         elif phase is CoordinatorPhase.ENDED:
             if state.is_complete():
                 await self._commit()
             elif state.is_timed_out(now, txn.write_status_timeout_ms / 1000):
-                log.error("write status timeout for %s; missing %s", state.instant, state.pending())
-                await self._abort("write status timeout")
+                await self._on_timeout(state)
             elif state.should_resend_end(now, txn.resend_interval_ms / 1000):
                 state.end_sent_at = now
                 targets = [TopicPartition(topic=t, partition=p) for t, p in state.pending()]
                 await self._send(EndCommit(targets=targets))
+
+    def _log_waiting(self, state: CommitState) -> None:
+        if self._waiting_logged_for != state.instant:
+            self._waiting_logged_for = state.instant
+            log.info("%s stays open: no participant has announced a partition yet", state.instant)
+
+    def _take_commit_request(self, instant: str, now: float) -> bool:
+        """Whether a REST commit applies to ``instant``: asked for it, or asked between two
+        instants just before it started. A stale request is dropped, never applied."""
+        request, self._commit_request = self._commit_request, None
+        if request is None:
+            return False
+        target, asked_at = request
+        if target == instant:
+            return True
+        return target is None and now - asked_at <= COMMIT_REQUEST_WINDOW_S
+
+    async def _on_timeout(self, state: CommitState) -> None:
+        """Write-status deadline passed: commit the partitions that answered and carry the
+        others' offsets (a partial commit); roll back only when none answered and someone
+        could have. When no participant has ever announced, keep waiting instead: there is
+        nothing to roll back for and a participant that comes up joins this instant."""
+        missing = state.pending()
+        if state.statuses:
+            log.warning("write status timeout for %s: committing %d partition(s), carrying %s",
+                        state.instant, len(state.statuses), self._keys_text(missing))
+            await self._commit()
+        elif state.has_known_owner():
+            log.error("write status timeout for %s; no partition answered (missing %s)",
+                      state.instant, self._keys_text(missing))
+            await self._abort("write status timeout")
+        else:
+            self._log_waiting(state)
 
     async def _expected_partitions(self) -> frozenset[Key]:
         assert self._admin is not None
@@ -408,56 +494,55 @@ class CoordinatorService:
         state = self.current
         assert state is not None
         self.phase.transition_to(CoordinatorPhase.COMMITTING, state.instant)
-        stats: list[WriteStat] = []
-        moves: list[tuple[str, str]] = []
-        sizes: dict[str, int] = {}
-        records = dlq = 0
-        failed = []
-        for status in state.statuses.values():
-            records += status.records_written
-            dlq += status.records_dlq
-            if status.failed:
-                failed.append(status.failed)
-            for f in status.files:
-                stats.append(WriteStat(
-                    file_id=f.file_id, path=f.final_path, partition_path=f.partition_path,
-                    num_writes=f.num_records, num_inserts=f.num_records,
-                    file_size_bytes=f.size_bytes, total_write_bytes=f.size_bytes,
-                ))
-                moves.append((f.staged_path, f.final_path))
-                sizes[f.staged_path] = f.size_bytes
-        problem = await asyncio.to_thread(self.committer.verify_staged, moves, sizes)
-        if problem is not None:
-            await self._abort(problem)
+        problems = await asyncio.to_thread(self._verify_statuses, state)
+        for key, problem in problems.items():
+            log.error("%s: status of %s:%d dropped (partition carried): %s", state.instant,
+                      key[0], key[1], problem)
+            state.drop_status(key)
+        if problems and not state.statuses:
+            await self._abort("; ".join(problems.values()))
             return
-        offsets = state.next_offsets()
-        topics = list(self.config.kafka.topics)
-        extra = {
-            "schema": self.schema.avro_schema_json(),
-            KAFKA_COMMIT_OFFSETS_KEY: format_offsets(offsets, topics),
-            "hudi.sink.name": self.config.name,
-            "hudi.sink.coordinator.epoch": str(state.epoch),
-            "hudi.sink.records.written": str(records),
-            "hudi.sink.records.dlq": str(dlq),
-            "hudi.sink.records.skipped": str(sum(s.records_skipped for s in state.statuses.values())),
-            "hudi.sink.unknown.fields": str(sum(s.unknown_fields for s in state.statuses.values())),
-        }
-        if failed:
-            extra["hudi.sink.failed.partitions"] = "; ".join(failed)
-        metadata = build_commit_metadata(stats, extra)
-        await asyncio.to_thread(self.committer.commit, state.instant, metadata, moves)
-        self.committed_offsets = offsets
+        planned = self._plan_commit(state)
+        await asyncio.to_thread(self.committer.commit, state.instant, planned.metadata, planned.moves)
+        self.committed_offsets = planned.offsets
         duration = time.monotonic() - state.started_at
-        self.metrics.commit_completed(duration, records)
-        self.history[state.instant] = self._view(state, "committed", records=records,
-                                                 files=len(stats),
-                                                 bytes_=sum(sizes.values()), duration=duration)
-        self._trim_history()
+        self.metrics.commit_completed(duration, planned.records)
+        if planned.carried:
+            self.metrics.partial_commit(len(planned.carried))
+        self.history.record(self._view(
+            state, "committed", records=planned.records, files=len(planned.moves),
+            bytes_=sum(planned.sizes.values()), duration=duration, carried=planned.carried))
         self.current = None
         self.phase.transition_to(CoordinatorPhase.IDLE, f"committed {state.instant}")
-        log.info("committed %s: %d rows, %d files, %d dlq, offsets %s (%.2f s)", state.instant,
-                 records, len(stats), dlq, self._offsets_text(offsets), duration)
-        await self._send(AckCommit(offsets=self._offsets_list(offsets)), state.instant)
+        log.info("committed %s: %d rows, %d files, %d dlq, offsets %s%s (%.2f s)", state.instant,
+                 planned.records, len(planned.moves), planned.dlq,
+                 self._offsets_text(planned.offsets),
+                 f", carried {self._keys_text(planned.carried)}" if planned.carried else "",
+                 duration)
+        await self._send(AckCommit(offsets=self._offsets_list(planned.offsets)), state.instant)
+
+    def _plan_commit(self, state: CommitState) -> PlannedCommit:
+        topics = list(self.config.kafka.topics)
+        return plan_commit(
+            state,
+            schema_json=self.schema.avro_schema_json(),
+            sink_name=self.config.name,
+            topics=topics,
+            unconfigured_offsets={k: o for k, o in self.committed_offsets.items()
+                                  if k[0] not in topics},
+        )
+
+    def _verify_statuses(self, state: CommitState) -> dict[Key, str]:
+        """Statuses whose staged files are not all there with their reported sizes
+        (blocking file checks: run in a worker thread)."""
+        problems: dict[Key, str] = {}
+        for key, status in list(state.statuses.items()):
+            moves = [(f.staged_path, f.final_path) for f in status.files]
+            sizes = {f.staged_path: f.size_bytes for f in status.files}
+            problem = self.committer.verify_staged(moves, sizes)
+            if problem is not None:
+                problems[key] = problem
+        return problems
 
     async def _abort(self, reason: str) -> None:
         state = self.current
@@ -465,8 +550,8 @@ class CoordinatorService:
         self.phase.transition_to(CoordinatorPhase.ABORTING, reason)
         await asyncio.to_thread(self.committer.abort, state.instant, reason)
         self.metrics.transaction_aborted(reason.split(":")[0][:40])
-        self.history[state.instant] = self._view(state, "aborted", reason=reason,
-                                                 duration=time.monotonic() - state.started_at)
+        self.history.record(self._view(state, "aborted", reason=reason,
+                                       duration=time.monotonic() - state.started_at))
         self.current = None
         self.phase.transition_to(CoordinatorPhase.IDLE, f"aborted {state.instant}")
 
@@ -480,12 +565,18 @@ class CoordinatorService:
 
     # --- sending --------------------------------------------------------------------------
     async def _send(self, payload: Outgoing, instant: str | None = None) -> None:
-        """Send for the open instant, or for ``instant`` (an ACK after it was closed)."""
+        """Send for the open instant, or for ``instant`` (an ACK after it was closed).
+
+        A failed send is a lost message: every one heals (participants re-announce and
+        re-send, END is re-sent), so it is logged, never allowed to end leadership."""
         assert self._channel is not None
         if instant is None:
             assert self.current is not None
             instant = self.current.instant
-        await self._channel.send(payload, commit_time=instant, epoch=self.committer.epoch)
+        try:
+            await self._channel.send(payload, commit_time=instant, epoch=self.committer.epoch)
+        except KafkaError as exc:
+            log.warning("%s for %s not sent (heals by re-send): %r", payload.type.value, instant, exc)
 
     def _offsets_list(self, offsets: dict[Key, int]) -> list[PartitionOffset]:
         return [PartitionOffset(topic=t, partition=p, offset=o) for (t, p), o in sorted(offsets.items())]
@@ -494,10 +585,15 @@ class CoordinatorService:
     def _offsets_text(offsets: dict[Key, int]) -> str:
         return ",".join(f"{t}:{p}={o}" for (t, p), o in sorted(offsets.items()))
 
+    @staticmethod
+    def _keys_text(keys: list[Key]) -> str:
+        return ",".join(f"{t}:{p}" for t, p in keys) or "none"
+
     # --- REST -----------------------------------------------------------------------------
     def _view(self, state: CommitState, status: str, *, records: int | None = None,
               files: int | None = None, bytes_: int | None = None,
-              duration: float | None = None, reason: str | None = None) -> TransactionView:
+              duration: float | None = None, reason: str | None = None,
+              carried: list[Key] | None = None) -> TransactionView:
         return TransactionView(
             commit_time=state.instant,
             state=status,
@@ -510,18 +606,36 @@ class CoordinatorService:
             else {f"{t}:{p}": o for (t, p), o in sorted(state.start_offsets.items())},
             duration_s=round(duration, 3) if duration is not None else None,
             reason=reason,
+            carried=[f"{t}:{p}" for t, p in carried] if carried else None,
         )
 
-    def _trim_history(self, keep: int = 1000) -> None:
-        if len(self.history) > keep:
-            for instant in sorted(self.history)[: len(self.history) - keep]:
-                del self.history[instant]
+    def transaction_views(self, limit: int) -> list[TransactionView]:
+        """The newest transactions (blocking table reads: call from a worker thread)."""
+        decisions = dict(self.committer.state.decisions)  # snapshot; a worker may append
+        aborted = {instant: getattr(entry, "reason", "") or "aborted"
+                   for instant, entry in decisions.items() if entry.kind is EntryKind.ABORT}
+        return self.history.newest(limit, table=self._table, aborted=aborted,
+                                   topics=list(self.config.kafka.topics))
 
-    def request_commit(self) -> None:
-        self._commit_requested.set()
+    def _open_instant(self) -> str | None:
+        state = self.current
+        if state is None or self.phase.state not in (CoordinatorPhase.STARTED, CoordinatorPhase.ENDED):
+            return None
+        return state.instant
 
-    def request_abort(self) -> None:
-        self._abort_requested.set()
+    def request_commit(self) -> str | None:
+        """End the open instant now; between two instants, the one that starts next (only
+        within COMMIT_REQUEST_WINDOW_S). Returns the open instant, if any."""
+        instant = self._open_instant()
+        self._commit_request = (instant, time.monotonic())
+        return instant
+
+    def request_abort(self) -> str | None:
+        """Roll back the open instant; None (nothing done) when no instant is open, so an
+        abort can never hit a transaction the operator did not see."""
+        instant = self._open_instant()
+        self._abort_request = instant
+        return instant
 
     def admin_app(self) -> FastAPI:
         return create_admin_app(

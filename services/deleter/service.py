@@ -131,7 +131,7 @@ class _Counters:
     undecodable: int = 0
 
 
-class _RebalanceSignal(ConsumerRebalanceListener):  # type: ignore[misc]
+class _RebalanceSignal(ConsumerRebalanceListener):
     """Keeps the pause bookkeeping in step with the group's assignment."""
 
     def __init__(self, service: DeleterService) -> None:

@@ -34,6 +34,8 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
+from shared.errors import HudiSinkError
+from shared.hudi.naming import encode_partition_value
 from shared.schema import ColumnKind, TableSchema
 
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
     "TYPE_MISMATCH",
     "INVALID_TIMESTAMP",
     "INVALID_DATE",
+    "PARTITION_VALUE_TOO_LONG",
 ]
 
 # Error classes: stable names, used as DLQ header values and metric labels.
@@ -65,6 +68,10 @@ MISSING_REQUIRED_FIELD = "MissingRequiredField"
 TYPE_MISMATCH = "TypeMismatch"
 INVALID_TIMESTAMP = "InvalidTimestamp"
 INVALID_DATE = "InvalidDate"
+PARTITION_VALUE_TOO_LONG = "PartitionValueTooLong"
+
+MAX_DIR_NAME_BYTES = 255
+"""Longest directory name (bytes) of common filesystems and object-store key segments."""
 
 #: Every ``Rejected.error_class`` the decoder can produce (e.g. to pre-register metrics).
 ERROR_CLASSES = frozenset(
@@ -78,6 +85,7 @@ ERROR_CLASSES = frozenset(
         TYPE_MISMATCH,
         INVALID_TIMESTAMP,
         INVALID_DATE,
+        PARTITION_VALUE_TOO_LONG,
     }
 )
 
@@ -402,6 +410,25 @@ class RecordDecoder:
     def schema(self) -> TableSchema:
         return self._schema
 
+    def _partition_too_long(self, value: str) -> Rejected | None:
+        """A partition value whose directory name no filesystem can hold is a bad record
+        (dead-lettered here), not a flush that would fail forever."""
+        assert self._partition is not None
+        room = MAX_DIR_NAME_BYTES - len(self._partition.encode()) - 1  # room for "field="
+        if len(value) * 4 <= room:
+            return None  # no character encodes to more than 4 bytes
+        try:
+            encoded = encode_partition_value(value)
+        except HudiSinkError as exc:  # the encoder's own limit
+            return Rejected(PARTITION_VALUE_TOO_LONG, f"partition field {self._partition!r}: {exc}")
+        if len(encoded.encode()) <= room:
+            return None
+        return Rejected(
+            PARTITION_VALUE_TOO_LONG,
+            f"partition field {self._partition!r}: value encodes to a directory name of "
+            f"{len(encoded.encode())} bytes (at most {room} fit)",
+        )
+
     def decode(self, value: bytes | None) -> Decoded:
         """Decode one record value; never raises (see module docstring)."""
         if value is None:
@@ -443,6 +470,10 @@ class RecordDecoder:
         if unknown:
             obj = {name: obj[name] for name in self._names}
         partition = self._partition
+        if partition is not None and type(obj[partition]) is str:
+            too_long = self._partition_too_long(obj[partition])
+            if too_long is not None:
+                return too_long
         return Row(
             obj,
             str(obj[key_name]),

@@ -24,17 +24,20 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
 from aiokafka import TopicPartition as KafkaTopicPartition
+from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 from fastapi import APIRouter, FastAPI
 from pydantic import BaseModel
 
-from services.participant.dead_letters import DeadLetter
 from services.participant.decoder import RecordDecoder
+from services.participant.dlq_sender import DeadLetterSender, DeadLetterSendError
 from services.participant.flush_plan import FlushInput, plan_flush
 from services.participant.transaction import PendingBuffer, TransactionParticipant
 from shared.admin import create_admin_app
 from shared.channel import ControlChannel
 from shared.config import SinkConfig
+from shared.faults import ENV as FAULTS_ENV
+from shared.faults import Faults
 from shared.fs import filesystem_for
 from shared.hudi.table import HudiTable
 from shared.kafka import (
@@ -58,7 +61,7 @@ from shared.protocol import (
 )
 from shared.runner import unless_stopped
 from shared.schema import TableSchema
-from shared.spark_writer import SparkWriteError, SparkWriter
+from shared.spark_writer import SparkWriteError, SparkWriter, WrittenFile
 from shared.states import PartitionPhase
 
 __all__ = ["ParticipantService", "PartitionView"]
@@ -67,6 +70,8 @@ log = logging.getLogger("hudi_sink.participant")
 
 MAX_CONCURRENT_FLUSHES = 2
 FLUSH_ATTEMPTS = 4
+FLUSH_BACKOFF_S = (2.0, 4.0, 8.0)
+"""Waits between flush attempts (a Spark Connect restart or a driver rebuild takes seconds)."""
 
 
 class PartitionView(BaseModel):
@@ -89,7 +94,7 @@ class PartitionView(BaseModel):
     failed: str | None
 
 
-class _RebalanceSignal(ConsumerRebalanceListener):  # type: ignore[misc]
+class _RebalanceSignal(ConsumerRebalanceListener):
     """Records what the group did; the data routine acts on it at the top of its loop."""
 
     def __init__(self, service: ParticipantService) -> None:
@@ -105,8 +110,11 @@ class _RebalanceSignal(ConsumerRebalanceListener):  # type: ignore[misc]
 class ParticipantService:
     name = "participant"
 
-    def __init__(self, config: SinkConfig) -> None:
+    def __init__(self, config: SinkConfig, *, faults: Faults | None = None) -> None:
         self.config = config
+        self._faults = faults if faults is not None else Faults()
+        self._flush_seq = 0
+        """Flushes started by this process (fault injection counts them from 1)."""
         self.schema = TableSchema.from_config(config.table)
         self.metrics = Metrics(self.name)
         self.sender = Sender(role=Role.PARTICIPANT, id=uuid.uuid4().hex, host=socket.gethostname())
@@ -119,13 +127,18 @@ class ParticipantService:
         self._pending_assignment: list[KafkaTopicPartition] | None = None
         self._joined = False
         self._max_epoch = 0
+        self._announced_epoch = 0
+        """Newest coordinator epoch this process announced its partitions to."""
         self._stop = asyncio.Event()
         self._not_ready: list[str] = ["starting"]
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_FLUSHES)
         self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
         self._channel: ControlChannel | None = None
+        self._dlq: DeadLetterSender | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._reports: dict[tuple[str, int], asyncio.Task[Any]] = {}
+        """The running END report of each partition (at most one)."""
 
     # --- lifecycle ----------------------------------------------------------------------
     def shutdown(self) -> None:
@@ -178,8 +191,9 @@ class ParticipantService:
         await asyncio.to_thread(self._fs.delete_tree, warm_dir)
         self._producer = AIOKafkaProducer(**producer_options(cfg.kafka, "hudi-sink-participant"))
         await self._producer.start()
-        self._channel = ControlChannel(cfg, self.sender, self._producer)
+        self._channel = ControlChannel(cfg, self.sender, self._producer, faults=self._faults)
         await self._channel.start()
+        self._dlq = DeadLetterSender(self._producer, cfg.dlq_topic)
         self._consumer = AIOKafkaConsumer(
             **consumer_options(cfg.kafka, cfg.participants_group), client_id=self.sender.id
         )
@@ -197,8 +211,15 @@ class ParticipantService:
     def _spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
         task = asyncio.create_task(coro, name=f"participant-{name}")
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
         return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        """Background tasks are observed: an exception is logged, never lost silently."""
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task %s failed: %r", task.get_name(), task.exception(),
+                      exc_info=task.exception())
 
     async def _close(self, routines: list[asyncio.Task[Any]]) -> None:
         """Stop intake, let reports in progress finish briefly, leave the group, stop Spark."""
@@ -256,6 +277,7 @@ class ParticipantService:
                 consumer.resume(ktp)
             fresh.append(TopicPartition(topic=ktp.topic, partition=ktp.partition))
         for key, state in self._parked.items():
+            state.abandoned = True  # its running flushes must not write any more
             self.metrics.partition_failed(key[0], key[1], False)
             log.info("partition %s-%d moved away (instant %s abandoned here)", *key, state.instant)
         self._parked.clear()
@@ -274,6 +296,7 @@ class ParticipantService:
 
     async def _announce(self, partitions: list[TopicPartition]) -> None:
         assert self._channel is not None
+        self._announced_epoch = max(self._announced_epoch, self._max_epoch)
         await self._channel.send(ParticipantReady(partitions=partitions), commit_time=None, epoch=0)
         now = time.monotonic()
         for tp in partitions:
@@ -296,7 +319,12 @@ class ParticipantService:
                     continue
                 self.metrics.records_consumed(ktp.topic, len(records))
                 state.accept(records)
-                if state.phase is PartitionPhase.FAILED:
+                state.highwater = consumer.highwater(ktp)
+                letters = state.take_dead_letters()
+                if letters and self._dlq is not None:
+                    sent = await self._dlq.send(state.key, letters)
+                    self.metrics.records_dead_lettered(state.topic, sent)
+                if state.phase is PartitionPhase.FAILED and state.gave_up is None:
                     consumer.pause(ktp)
                     self.metrics.partition_failed(ktp.topic, ktp.partition, True)
                     log.error("partition failed (errors.tolerance=fail): %s", state.failure)
@@ -326,6 +354,13 @@ class ParticipantService:
     def _flush_done(self, state: TransactionParticipant, task: asyncio.Task[Any]) -> None:
         state.flushes.discard(task)
         if (
+            state.phase is PartitionPhase.FAILED
+            and state.gave_up is not None
+            and state.drain_started is not None
+            and state.key not in self._reports
+        ):
+            self._begin_report(state)  # END already asked and is waiting on us
+        if (
             self._consumer is not None
             and state.accepting
             and len(state.flushes) < MAX_CONCURRENT_FLUSHES
@@ -335,9 +370,63 @@ class ParticipantService:
                 self._consumer.resume(KafkaTopicPartition(state.topic, state.partition))
 
     async def _flush(self, state: TransactionParticipant, buffer: PendingBuffer) -> None:
-        """Write one buffer into the instant's staging area; retried, since the rows exist
-        only in memory (a failure that persists leaves the partition unreported, and the
-        coordinator's timeout aborts the instant)."""
+        """Write one buffer into the instant's staging area.
+
+        Retried, since the rows exist only in memory. A flush that fails for good makes the
+        partition give up the instant (finding: reporting its offsets anyway would commit
+        offsets no file holds); the next instant re-reads the records from Kafka."""
+        self._flush_seq += 1
+        flush_seq = self._flush_seq
+        try:
+            written = await self._write_with_retries(state, buffer, flush_seq)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure means the rows are lost here
+            reason = (f"flush of {state.topic}-{state.partition} for {buffer.instant} failed "
+                      f"for good: {exc}")
+            log.error("%s; the partition reports nothing of this instant and writes it again "
+                      "in the next one", reason)
+            if state.give_up(buffer.instant, reason):
+                self._pause(state)
+            return
+        if written is None:
+            # Refused: the rows were not written. If this state still holds the instant (it
+            # was abandoned to another member), it must not report their offsets either.
+            state.give_up(buffer.instant, "partition moved to another member before a flush")
+            return
+        self.metrics.flush_completed(written[1])
+        base = self.config.table.base_path
+        files = [
+            StagedFile(
+                staged_path=posixpath.relpath(w.planned.staged_path, base),
+                final_path=posixpath.join(w.planned.partition_path, w.planned.file_name)
+                if w.planned.partition_path
+                else w.planned.file_name,
+                file_id=w.planned.file_id,
+                partition_path=w.planned.partition_path,
+                num_records=w.num_records,
+                size_bytes=w.size_bytes,
+            )
+            for w in written[0]
+        ]
+        if state.add_staged(buffer.instant, files):
+            self.metrics.records_written(state.topic, sum(f.num_records for f in files))
+            log.debug("flushed %d rows of %s-%d into %d file(s) for %s", len(buffer.rows),
+                      state.topic, state.partition, len(files), buffer.instant)
+        else:
+            log.info("%s-%d: flush for %s finished after the partition left that instant; "
+                     "its files stay unlisted (deleted by the deleter's staging sweep)",
+                     state.topic, state.partition, buffer.instant)
+
+    def _refuses(self, state: TransactionParticipant, instant: str) -> bool:
+        """A flush for an instant this partition no longer holds must not write: nothing
+        will ever list its files (a late flush into a finished instant)."""
+        return state.abandoned or state.instant != instant
+
+    async def _write_with_retries(
+        self, state: TransactionParticipant, buffer: PendingBuffer, flush_seq: int
+    ) -> tuple[list[WrittenFile], float] | None:
+        """(written files, seconds) of the first attempt that succeeds; None if refused."""
         cfg = self.config
         staging = self._table.staging_dir(buffer.instant)
         spec = FlushInput(
@@ -350,42 +439,40 @@ class ParticipantService:
             staging_dir=staging,
             hive_style=cfg.table.hive_style_partitioning,
         )
-        table, plans = await asyncio.to_thread(
-            plan_flush, buffer.rows, buffer.offsets, self.schema, spec
-        )
         for attempt in range(1, FLUSH_ATTEMPTS + 1):
+            if self._refuses(state, buffer.instant):
+                log.info("%s-%d: flush for finished instant %s refused", state.topic,
+                         state.partition, buffer.instant)
+                return None
             started = time.monotonic()
             try:
+                # Planned anew on every attempt: fresh file ids, so a file an earlier
+                # attempt left behind can never collide with this one.
+                table, plans = await asyncio.to_thread(
+                    plan_flush, buffer.rows, buffer.offsets, self.schema, spec
+                )
+                if self._faults.flush_fails(flush_seq):
+                    raise SparkWriteError(f"injected failure of flush {flush_seq} ({FAULTS_ENV})")
                 async with self._slots:
                     written = await asyncio.to_thread(self._writer.write, table, plans, staging)
-                break
-            except SparkWriteError as exc:
+                return written, time.monotonic() - started
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
                 self.metrics.flush_failed()
                 if attempt == FLUSH_ATTEMPTS:
-                    log.error("flush of %s-%d for %s failed for good: %s",
-                              state.topic, state.partition, buffer.instant, exc)
                     raise
-                log.warning("flush attempt %d failed, retrying: %s", attempt, exc)
-                await asyncio.sleep(2**attempt)
-        self.metrics.flush_completed(time.monotonic() - started)
-        base = cfg.table.base_path
-        files = [
-            StagedFile(
-                staged_path=posixpath.relpath(w.planned.staged_path, base),
-                final_path=posixpath.join(w.planned.partition_path, w.planned.file_name)
-                if w.planned.partition_path
-                else w.planned.file_name,
-                file_id=w.planned.file_id,
-                partition_path=w.planned.partition_path,
-                num_records=w.num_records,
-                size_bytes=w.size_bytes,
-            )
-            for w in written
-        ]
-        if state.add_staged(buffer.instant, files):
-            self.metrics.records_written(state.topic, sum(f.num_records for f in files))
-            log.debug("flushed %d rows of %s-%d into %d file(s) for %s",
-                      table.num_rows, state.topic, state.partition, len(files), buffer.instant)
+                log.warning("flush attempt %d of %s-%d for %s failed, retrying: %s", attempt,
+                            state.topic, state.partition, buffer.instant, exc)
+                await asyncio.sleep(FLUSH_BACKOFF_S[attempt - 1])
+        raise AssertionError("unreachable")
+
+    def _pause(self, state: TransactionParticipant) -> None:
+        if self._consumer is None:
+            return
+        ktp = KafkaTopicPartition(state.topic, state.partition)
+        if ktp in self._consumer.assignment():
+            self._consumer.pause(ktp)
 
     # --- control ------------------------------------------------------------------------
     async def _control_routine(self) -> None:
@@ -418,6 +505,12 @@ class ParticipantService:
 
     def _on_start(self, instant: str, epoch: int, start: StartCommit) -> None:
         assert self._consumer is not None
+        if epoch > self._announced_epoch and self._partitions:
+            # A new leader forgot who owns what: tell it (it waits for an owner before
+            # ending an instant, so an unannounced writer would never be asked to report).
+            self._announced_epoch = epoch
+            self._spawn(self._announce([TopicPartition(topic=t, partition=p)
+                                        for t, p in sorted(self._partitions)]), "announce")
         offsets = {(o.topic, o.partition): o.offset for o in start.offsets}
         for state in self._targets(start.targets):
             if not state.should_begin(instant, epoch):
@@ -425,6 +518,8 @@ class ParticipantService:
                 continue
             offset = offsets.get(state.key, 0)
             state.begin(instant, epoch, offset)
+            if self._dlq is not None:
+                self._dlq.begin_instant(state.key)
             self.metrics.partition_failed(state.topic, state.partition, False)
             ktp = KafkaTopicPartition(state.topic, state.partition)
             if ktp in self._consumer.assignment():
@@ -432,40 +527,59 @@ class ParticipantService:
                 self._consumer.resume(ktp)
 
     def _on_end(self, instant: str, epoch: int, end: EndCommit) -> None:
+        unknown: list[TopicPartition] = []
         for state in self._targets(end.targets):
+            if (epoch, instant) > (state.epoch, state.instant or ""):
+                # END of an instant we never started: its START was lost. Announce, and the
+                # coordinator answers with START (and END) for this partition.
+                unknown.append(TopicPartition(topic=state.topic, partition=state.partition))
+                continue
             if state.instant != instant or state.epoch != epoch:
                 continue
             if state.phase is PartitionPhase.WRITING:
                 state.drain(time.monotonic())  # the data routine reports once drained
             elif state.phase is PartitionPhase.FAILED:
                 self._begin_report(state)
+            elif state.phase is PartitionPhase.ENDING and not self._reporting(state):
+                self._spawn_report(state, instant)  # the earlier report failed: try again
             elif state.phase is PartitionPhase.REPORTED and state.last_status is not None:
-                # The coordinator re-sent END: our status was lost. Statuses are idempotent.
+                # The coordinator re-sent END: our status was lost (or refused because an
+                # announcement of ours was lost). Statuses are idempotent.
                 self._spawn(self._resend_status(state), "resend")
+        if unknown:
+            self._spawn(self._announce(unknown), "announce")
+
+    def _reporting(self, state: TransactionParticipant) -> bool:
+        task = self._reports.get(state.key)
+        return task is not None and not task.done()
 
     def _begin_report(self, state: TransactionParticipant) -> None:
         assert state.instant is not None
         state.end()
-        self._spawn(self._report(state, state.instant), f"end-{state.topic}-{state.partition}")
+        self._spawn_report(state, state.instant)
+
+    def _spawn_report(self, state: TransactionParticipant, instant: str) -> None:
+        self._reports[state.key] = self._spawn(
+            self._report(state, instant), f"end-{state.topic}-{state.partition}"
+        )
 
     async def _report(self, state: TransactionParticipant, instant: str) -> None:
-        """END_COMMIT: pause, flush the rest, send dead letters, then WRITE_STATUS."""
-        assert self._channel is not None and self._consumer is not None
-        ktp = KafkaTopicPartition(state.topic, state.partition)
-        if ktp in self._consumer.assignment():
-            self._consumer.pause(ktp)
+        """END_COMMIT: pause, flush the rest, wait for the dead letters' acks, then send
+        WRITE_STATUS. A failure before the status is sent leaves the partition in ENDING;
+        the coordinator's END re-send starts the report again."""
+        assert self._channel is not None
+        self._pause(state)
         self._start_flush(state)
         if state.flushes:
-            results = await asyncio.gather(*list(state.flushes), return_exceptions=True)
-            if any(isinstance(r, BaseException) for r in results):
-                log.error("%s-%d: not reporting %s, a flush failed", *state.key, instant)
-                return
-        if state.instant != instant:
+            await asyncio.gather(*list(state.flushes), return_exceptions=True)
+        if state.instant != instant or state.phase is not PartitionPhase.ENDING:
             return  # a newer START replaced this instant while we flushed
-        letters = list(state.dead_letters)
-        if letters:
-            await self._send_dead_letters(letters)
-            self.metrics.records_dead_lettered(state.topic, len(letters))
+        if self._dlq is not None and state.gave_up is None:
+            try:
+                await self._dlq.wait_acked(state.key)
+            except DeadLetterSendError as exc:
+                # A committed offset must never hide a lost dead letter: carry this instant.
+                state.give_up(instant, str(exc))
         if state.counters.skipped:
             self.metrics.records_skipped(state.topic, state.counters.skipped)
         if state.instant != instant or state.phase is not PartitionPhase.ENDING:
@@ -475,23 +589,21 @@ class ParticipantService:
         if state.instant == instant and state.phase is PartitionPhase.ENDING:
             state.reported(status)
 
-    async def _send_dead_letters(self, letters: list[DeadLetter]) -> None:
-        """DLQ records are acked by the broker before the partition reports (at least once:
-        a replayed instant may send them again; their source coordinates identify them)."""
-        assert self._producer is not None
-        futures = [
-            await self._producer.send(
-                self.config.dlq_topic, value=letter.value, key=letter.key, headers=letter.headers()
-            )
-            for letter in letters
-        ]
-        await asyncio.gather(*futures)
-
     async def _resend_status(self, state: TransactionParticipant) -> None:
+        """Send the status again; at most once per resend interval announce the partition
+        first, so a coordinator that lost our announcement (and refuses our status as not
+        the owner's) learns who owns it."""
         assert self._channel is not None
-        if state.last_status is not None and state.instant is not None:
-            await self._channel.send(state.last_status, commit_time=state.instant, epoch=state.epoch)
-            state.last_signal_at = time.monotonic()
+        # Captured before any await: a START or ACK handled meanwhile changes the state.
+        status, instant, epoch = state.last_status, state.instant, state.epoch
+        if status is None or instant is None:
+            return
+        now = time.monotonic()
+        if now - state.last_announced_at > self.config.transaction.resend_interval_ms / 1000:
+            state.last_announced_at = now
+            await self._announce([TopicPartition(topic=state.topic, partition=state.partition)])
+        await self._channel.send(status, commit_time=instant, epoch=epoch)
+        state.last_signal_at = time.monotonic()
 
     def _on_ack(self, instant: str, ack: AckCommit) -> None:
         assert self._consumer is not None
@@ -524,17 +636,29 @@ class ParticipantService:
         interval = self.config.transaction.resend_interval_ms / 1000
         while True:
             await asyncio.sleep(interval / 2)
-            now = time.monotonic()
-            idle = [
-                TopicPartition(topic=s.topic, partition=s.partition)
-                for s in self._partitions.values()
-                if s.phase is PartitionPhase.WAITING and now - s.last_signal_at > interval
-            ]
-            if idle:
-                await self._announce(idle)
-            for state in list(self._partitions.values()):
-                if state.phase is PartitionPhase.REPORTED and now - state.last_signal_at > interval:
-                    await self._resend_status(state)
+            try:
+                await self._heal(time.monotonic(), interval)
+            except KafkaError as exc:  # a lost re-send is healed by the next pass
+                log.warning("re-announce / status re-send failed, retrying: %r", exc)
+
+    async def _heal(self, now: float, interval: float) -> None:
+        # WAITING: no START yet. WRITING for longer than an interval without END: the END
+        # (or our announcement to a new leader) was lost. Either way, announce again.
+        writing_silence = self.config.transaction.interval_ms / 1000 + interval
+        idle = [
+            TopicPartition(topic=s.topic, partition=s.partition)
+            for s in self._partitions.values()
+            if (s.phase is PartitionPhase.WAITING and now - s.last_signal_at > interval)
+            or (s.phase is PartitionPhase.WRITING and now - s.last_signal_at > writing_silence)
+        ]
+        if idle:
+            await self._announce(idle)
+        for state in list(self._partitions.values()):
+            if state.phase is PartitionPhase.REPORTED and now - state.last_signal_at > interval:
+                await self._resend_status(state)
+            lag = state.lag()
+            if lag is not None:  # paused partitions are not fetched: keep the gauge fresh
+                self.metrics.partition_lag(state.topic, state.partition, lag)
 
     # --- admin --------------------------------------------------------------------------
     def partition_views(self) -> list[PartitionView]:

@@ -6,7 +6,11 @@ No I/O here: the service feeds it records and control decisions and performs wha
 - ``begin`` resets to the coordinator's offset (the coordinator is the source of truth);
 - records below ``next_offset`` were already written in this instant and are skipped;
   later offsets are accepted in order, gaps are normal;
-- every accepted offset ends as exactly one row, one dead letter, or one skipped tombstone.
+- every accepted offset ends as exactly one row, one dead letter, or one skipped tombstone;
+- a flush that fails for good (or any other loss of buffered rows) *gives up* the instant:
+  the partition then reports nothing of it (no files, ``next_offset == start_offset``), so
+  the coordinator carries its offset and the next instant writes the same records again.
+  Reporting the offsets of rows that no listed file holds would be silent data loss.
 """
 
 from __future__ import annotations
@@ -61,7 +65,10 @@ class TransactionParticipant:
     """Next offset to write: every offset below it (from start_offset) is handled."""
     committed_offset: int | None = None
     fetched_offset: int | None = None
-    """Highest offset fetched + 1 (lag is computed from fetched data, never end_offsets)."""
+    """Highest offset fetched + 1."""
+    highwater: int | None = None
+    """The partition's high watermark as the last fetch response reported it (never
+    ``end_offsets``, which the development broker gets wrong for multi-record batches)."""
     rows: list[Row] = field(default_factory=list)
     offsets: list[int] = field(default_factory=list)
     flush_no: int = 0
@@ -72,8 +79,14 @@ class TransactionParticipant:
     flushes: set[asyncio.Task[Any]] = field(default_factory=set)
     last_status: WriteStatus | None = None
     drain_started: float | None = None
+    abandoned: bool = False
+    """The partition moved to another member: nothing more is written for this state."""
+    gave_up: str | None = None
+    """Why this instant's rows cannot all be written (a failed flush): report nothing."""
     last_signal_at: float = field(default_factory=time.monotonic)
     """When we last heard from / spoke to the coordinator about this partition."""
+    last_announced_at: float = 0.0
+    """When a status re-send last announced the partition (rate limit)."""
 
     def __post_init__(self) -> None:
         self.phase_machine = StateMachine(
@@ -124,6 +137,7 @@ class TransactionParticipant:
         self.dead_letters = []
         self.counters = _Counters()
         self.failure = None
+        self.gave_up = None
         self.drain_started = None
         self.flushes = set()
         self.last_status = None
@@ -169,8 +183,13 @@ class TransactionParticipant:
                 self.counters.dlq += 1
             self.next_offset = offset + 1
 
+    def take_dead_letters(self) -> list[DeadLetter]:
+        """Dead letters decoded since the last call (sent at once, not held until END)."""
+        letters, self.dead_letters = self.dead_letters, []
+        return letters
+
     def take_buffer(self) -> PendingBuffer | None:
-        if not self.rows or self.instant is None:
+        if not self.rows or self.instant is None or self.gave_up is not None:
             return None
         taken = PendingBuffer(self.rows, self.offsets, self.flush_no, self.instant)
         self.rows, self.offsets = [], []
@@ -185,6 +204,20 @@ class TransactionParticipant:
         self.counters.written += sum(f.num_records for f in files)
         return True
 
+    def give_up(self, instant: str, reason: str) -> bool:
+        """Rows of ``instant`` were lost before reaching a staged file (a flush failed for
+        good): stop intake and report nothing of this instant. False when the partition
+        already moved on to another instant (then nothing of ``instant`` will be reported)."""
+        if instant != self.instant:
+            return False
+        if self.gave_up is None:
+            self.gave_up = reason
+            self.failure = reason
+        self.rows, self.offsets = [], []
+        if self.phase in (PartitionPhase.WRITING, PartitionPhase.DRAINING):
+            self.phase_machine.transition_to(PartitionPhase.FAILED, reason)
+        return True
+
     def drain(self, now: float) -> None:
         self.phase_machine.transition_to(PartitionPhase.DRAINING, f"end {self.instant}")
         self.drain_started = now
@@ -193,6 +226,17 @@ class TransactionParticipant:
         self.phase_machine.transition_to(PartitionPhase.ENDING, f"drained {self.instant}")
 
     def build_status(self) -> WriteStatus:
+        if self.gave_up is not None:
+            # Nothing of this instant: the coordinator carries our start offset, and every
+            # file we staged for it is unlisted, so it goes to deletion.
+            return WriteStatus(
+                topic=self.topic,
+                partition=self.partition,
+                start_offset=self.start_offset,
+                next_offset=self.start_offset,
+                files=[],
+                failed=self.gave_up,
+            )
         return WriteStatus(
             topic=self.topic,
             partition=self.partition,
@@ -218,6 +262,13 @@ class TransactionParticipant:
         self.last_signal_at = time.monotonic()
 
     def lag(self) -> int | None:
-        if self.fetched_offset is None or self.committed_offset is None:
+        """Records in Kafka not yet in the table: high watermark minus the table's offset
+        (the last acked commit's, or before any ACK the offset the coordinator started us
+        at, which is the latest commit's)."""
+        table_offset = self.committed_offset
+        if table_offset is None and self.instant is not None:
+            table_offset = self.start_offset
+        end = self.highwater if self.highwater is not None else self.fetched_offset
+        if end is None or table_offset is None:
             return None
-        return max(0, self.fetched_offset - self.committed_offset)
+        return max(0, end - table_offset)

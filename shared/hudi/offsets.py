@@ -11,12 +11,27 @@ With a single topic the value uses the format of Hudi's own Kafka ingestion
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from shared.errors import TableFormatError
 
-__all__ = ["KAFKA_COMMIT_OFFSETS_KEY", "Offsets", "format_offsets", "parse_offsets"]
+__all__ = [
+    "KAFKA_COMMIT_OFFSETS_KEY",
+    "UNQUALIFIED_TOPIC_KEY",
+    "Offsets",
+    "format_offsets",
+    "parse_offsets",
+    "offsets_metadata",
+    "offsets_from_metadata",
+]
 
 #: extraMetadata key holding the offsets (the key Hudi's Kafka Connect sink uses).
 KAFKA_COMMIT_OFFSETS_KEY = "kafka.commit.offsets"
+
+#: extraMetadata key naming the topic of unqualified entries (``0=1500``), so reordering or
+#: adding topics can never re-assign them to another topic.
+UNQUALIFIED_TOPIC_KEY = "hudi.sink.offsets.topic"
 
 #: (topic, partition) -> next offset to consume.
 Offsets = dict[tuple[str, int], int]
@@ -81,3 +96,41 @@ def parse_offsets(value: str, topics: list[str]) -> Offsets:
             raise TableFormatError(f"duplicate entry for {topic}:{partition} in {value!r}")
         result[(topic, partition)] = offset
     return result
+
+
+def offsets_metadata(offsets: Offsets, topics: list[str]) -> dict[str, str]:
+    """The ``extraMetadata`` entries that store ``offsets``: the offsets themselves and,
+    when they are written unqualified (one configured topic, Hudi's format), the topic they
+    belong to."""
+    text = format_offsets(offsets, topics)
+    entries = {KAFKA_COMMIT_OFFSETS_KEY: text}
+    if len(topics) == 1 and any(topic == topics[0] for topic, _ in offsets):
+        entries[UNQUALIFIED_TOPIC_KEY] = topics[0]
+    return entries
+
+
+def offsets_from_metadata(extra: Mapping[str, Any], topics: list[str]) -> Offsets:
+    """Offsets stored in a commit's ``extraMetadata``, every topic's (configured or not).
+
+    Unqualified entries belong to the topic the commit names (``UNQUALIFIED_TOPIC_KEY``);
+    commits written before that key existed name none, and their entries are taken for the
+    single configured topic. With several topics configured such entries are ambiguous, and
+    guessing would skip or repeat data: a TableFormatError says how to resolve it.
+    """
+    raw = extra.get(KAFKA_COMMIT_OFFSETS_KEY) or ""
+    if not isinstance(raw, str):
+        raise TableFormatError(f"{KAFKA_COMMIT_OFFSETS_KEY} is not a string: {raw!r}")
+    named = extra.get(UNQUALIFIED_TOPIC_KEY)
+    unqualified = any(":" not in entry.partition("=")[0] for entry in raw.split(",") if entry.strip())
+    if isinstance(named, str) and named:
+        owner = named
+    elif not unqualified or len(topics) == 1:
+        owner = topics[0]
+    else:
+        raise TableFormatError(
+            f"the latest commit stores unqualified offsets {raw!r} without naming their topic, "
+            f"and {len(topics)} topics are configured ({', '.join(topics)}): they are ambiguous. "
+            "Run once with only the topic the table was written from configured (the next "
+            "commit records its name), then configure the other topics."
+        )
+    return parse_offsets(raw, [owner, *[t for t in topics if t != owner]])

@@ -203,3 +203,39 @@ def test_write_status_timeout_aborts_then_restarts_from_committed_offsets(
         _assert_exactly(pipeline, 4_000)
     finally:
         pipeline.stop_all()
+
+
+def test_partitions_moving_away_and_back_within_one_instant_lose_nothing(
+    broker: EmbeddedBroker, tmp_path: Path, unique_name: str
+) -> None:
+    """One long instant: the first participant flushes, a second one takes half of the
+    partitions and leaves again, so they come back to the first as fresh states that flush
+    again into the same instant. Staged names must never collide (they did: flush numbers
+    restarted at 0 with the same writer nonce, the rename failed and the rows were lost)."""
+    pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap, overrides={
+        "transaction": {"interval_ms": 600000, "write_status_timeout_ms": 120000,
+                        "flush_records": 100, "resend_interval_ms": 1000}})
+    pipeline.produce(2_000)
+    try:
+        coordinator, first = pipeline.start_ready("coordinator", "participant")
+        pipeline.wait_holding_staged_files(first)
+        instant = httpx.get(f"{coordinator.url}/transactions/current").json()["commit_time"]
+        second = pipeline.start("participant")
+        pipeline.wait_ready(second, timeout_s=180)
+        wait_until(lambda: any(v["state"] != "waiting" for v in
+                               httpx.get(f"{second.url}/partitions").json()), 60,
+                   "the second participant writing its partitions")
+        pipeline.kill(second, signal.SIGTERM)  # its partitions go back to the first
+        wait_until(lambda: len(httpx.get(f"{first.url}/partitions").json()) == 4, 60,
+                   "all partitions back on the first participant")
+        pipeline.produce(2_000)
+        wait_until(lambda: all(v["state"] == "writing" and v["last_written_offset"] == 999
+                               for v in httpx.get(f"{first.url}/partitions").json()), 120,
+                   "every record buffered or flushed in the open instant")
+        assert httpx.get(f"{coordinator.url}/transactions/current").json()["commit_time"] == instant
+        assert httpx.post(f"{coordinator.url}/transactions/commit").status_code == 202
+        pipeline.wait_offsets(1_000, timeout_s=120)
+        assert instant in pipeline.completed_commits()
+        _assert_exactly(pipeline, 4_000)
+    finally:
+        pipeline.stop_all()

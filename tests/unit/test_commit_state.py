@@ -158,3 +158,24 @@ def test_complete_with_empty_expected_set() -> None:
     state = _state(expected=(), start={})
     assert state.is_complete()
     assert state.record_status(_status(A0, 0, 1), "m1") is StatusOutcome.NOT_EXPECTED
+
+
+def test_carried_names_silent_partitions_and_those_that_gave_up() -> None:
+    state = _state()
+    assert state.carried() == [A0, A1, B0]
+    state.record_status(_status(A0, 10, 20), "m1")
+    gave_up = WriteStatus(topic="a", partition=1, start_offset=0, next_offset=0,
+                          failed="flush failed for good")
+    assert state.record_status(gave_up, "m1") is StatusOutcome.ACCEPTED
+    assert state.carried() == [A1, B0]
+    assert state.next_offsets() == {A0: 20, A1: 0, B0: 5}
+
+
+def test_known_owner_from_an_announcement_or_an_answer() -> None:
+    state = _state()
+    assert not state.has_known_owner()
+    state.announce(A0, "m1")
+    assert state.has_known_owner()
+    other = _state()
+    other.record_status(_status(B0, 5, 5), "m2")
+    assert other.has_known_owner()

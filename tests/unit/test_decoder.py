@@ -785,3 +785,19 @@ def test_valid_records_round_trip_other_kinds(
     assert converted["f"] == (None if f is None else as_float32(f))
     assert not (isinstance(converted["f"], float) and math.isinf(converted["f"]))
     assert {**converted, "f": f} == expected
+
+
+def test_partition_value_too_long_for_a_directory_is_a_bad_record() -> None:
+    from services.participant.decoder import PARTITION_VALUE_TOO_LONG, RecordDecoder, Rejected
+    from shared.config import TableConfig
+    from shared.schema import TableSchema
+
+    schema = TableSchema.from_config(TableConfig(schema="id STRING, country STRING",
+                                                 record_key_field="id", partition_field="country"))
+    decoder = RecordDecoder(schema, 1 << 20)
+    ok = decoder.decode(orjson.dumps({"id": "a", "country": "ü" * 60}))
+    assert not isinstance(ok, Rejected)
+    rejected = decoder.decode(orjson.dumps({"id": "a", "country": "/" * 100}))  # "%2F" each
+    assert isinstance(rejected, Rejected)
+    assert rejected.error_class == PARTITION_VALUE_TOO_LONG
+    assert "'country'" in rejected.message

@@ -91,3 +91,33 @@ _topics = st.sampled_from(["orders", "refunds", "a.b-c"])
 def test_round_trip(offsets: Offsets, order: list[str], count: int) -> None:
     topics = order[:count]
     assert parse_offsets(format_offsets(offsets, topics), topics) == offsets
+
+
+# --- topic-set rules (issue 9, finding 8) -------------------------------------------------
+def test_metadata_names_the_topic_of_unqualified_entries() -> None:
+    from shared.hudi.offsets import UNQUALIFIED_TOPIC_KEY, offsets_from_metadata, offsets_metadata
+
+    extra = offsets_metadata({("orders", 0): 5, ("orders", 1): 7}, ["orders"])
+    assert extra == {"kafka.commit.offsets": "0=5,1=7", UNQUALIFIED_TOPIC_KEY: "orders"}
+    # Topics added (and listed first) later: the entries stay with "orders".
+    assert offsets_from_metadata(extra, ["refunds", "orders"]) == {("orders", 0): 5, ("orders", 1): 7}
+
+
+def test_unconfigured_topics_are_returned_and_kept() -> None:
+    from shared.hudi.offsets import offsets_from_metadata, offsets_metadata
+
+    offsets = {("orders", 0): 5, ("old", 0): 9}
+    extra = offsets_metadata(offsets, ["orders"])
+    assert extra["kafka.commit.offsets"] == "0=5,old:0=9"
+    assert offsets_from_metadata(extra, ["orders"]) == offsets
+
+
+def test_unnamed_unqualified_entries_with_several_topics_are_refused() -> None:
+    from shared.hudi.offsets import offsets_from_metadata
+
+    legacy = {"kafka.commit.offsets": "0=5"}
+    assert offsets_from_metadata(legacy, ["orders"]) == {("orders", 0): 5}
+    with pytest.raises(TableFormatError, match="ambiguous"):
+        offsets_from_metadata(legacy, ["orders", "refunds"])
+    qualified = {"kafka.commit.offsets": "orders:0=5,refunds:1=2"}
+    assert offsets_from_metadata(qualified, ["refunds", "orders"]) == {("orders", 0): 5, ("refunds", 1): 2}

@@ -436,3 +436,87 @@ def test_repeated_start_after_ack_is_ignored() -> None:
     p.acked(0)
     assert not p.should_begin(T1, 1)
     assert p.should_begin(T2, 1)
+
+
+# --- a flush that fails for good gives the instant up (issue 9, finding 1) ----------------
+def test_failed_flush_reports_nothing_of_the_instant() -> None:
+    p = _participant(flush_records=2)
+    p.begin(T1, 1, 100)
+    p.accept([good(100), good(101)])
+    first = p.take_buffer()
+    assert first is not None
+    p.add_staged(T1, [_staged(T1, 2, 0)])  # the first flush succeeded
+    p.accept([good(102), good(103)])
+    second = p.take_buffer()
+    assert second is not None and second.offsets == [102, 103]
+    assert p.give_up(T1, "flush failed for good: disk full")
+    assert p.phase is PartitionPhase.FAILED
+    p.accept([good(104)])  # nothing is taken in after giving up
+    assert p.take_buffer() is None
+    p.end()
+    status = p.build_status()
+    # Offsets must not pass rows no listed file holds: nothing of T1 is reported.
+    assert status.next_offset == status.start_offset == 100
+    assert status.files == []
+    assert status.records_written == 0
+    assert status.failed is not None and "disk full" in status.failed
+
+
+def test_give_up_of_a_finished_instant_changes_nothing() -> None:
+    p = _participant(flush_records=1)
+    p.begin(T1, 1, 0)
+    p.accept([good(0)])
+    assert p.take_buffer() is not None
+    p.begin(T2, 1, 0)  # the instant moved on while the old flush ran
+    assert not p.give_up(T1, "late failure")
+    assert p.phase is PartitionPhase.WRITING and p.gave_up is None
+
+
+def test_give_up_while_ending_still_reports_nothing() -> None:
+    p = _participant(flush_records=100)
+    p.begin(T1, 1, 5)
+    p.accept([good(5), good(6)])
+    p.drain(0.0)
+    p.end()
+    assert p.take_buffer() is not None  # the final flush at END ...
+    assert p.give_up(T1, "final flush failed")  # ... fails
+    assert p.phase is PartitionPhase.ENDING
+    status = p.build_status()
+    assert (status.start_offset, status.next_offset, status.files) == (5, 5, [])
+
+
+def test_next_instant_after_giving_up_writes_the_same_records_again() -> None:
+    p = _participant(flush_records=100)
+    p.begin(T1, 1, 10)
+    p.accept([good(10), good(11)])
+    p.give_up(T1, "failed")
+    p.end()
+    p.reported(p.build_status())
+    p.begin(T2, 1, 10)  # the coordinator carried offset 10
+    assert p.gave_up is None and p.failure is None
+    p.accept([good(10), good(11)])
+    assert p.offsets == [10, 11] and p.next_offset == 12
+
+
+def test_dead_letters_are_taken_as_they_arrive() -> None:
+    p = _participant()
+    p.begin(T1, 1, 0)
+    p.accept([good(0), bad(1), bad(2)])
+    assert [d.offset for d in p.take_dead_letters()] == [1, 2]
+    assert p.take_dead_letters() == []
+    assert p.counters.dlq == 2
+
+
+def test_lag_uses_the_high_watermark_and_the_table_offset() -> None:
+    p = _participant()
+    assert p.lag() is None
+    p.begin(T1, 1, 40)
+    p.accept([good(40)])
+    assert p.lag() == 1  # fetched 41, table at 40, no high watermark yet
+    p.highwater = 100
+    assert p.lag() == 60
+    p.drain(0.0)
+    p.end()
+    p.reported(p.build_status())
+    p.acked(41)
+    assert p.lag() == 59

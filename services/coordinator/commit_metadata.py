@@ -1,0 +1,95 @@
+"""Turn the write statuses of one instant into its Hudi commit — a pure function.
+
+Kept apart from the service so the aggregation rules (what a partial commit carries, which
+staged files move where, which counters land in ``extraMetadata``) are testable without a
+broker, a table or an event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from services.coordinator.commit_state import CommitState, Key
+from shared.hudi.offsets import offsets_metadata
+from shared.hudi.table import WriteStat, build_commit_metadata
+
+__all__ = ["PlannedCommit", "plan_commit", "CARRIED_KEY"]
+
+CARRIED_KEY = "hudi.sink.carried.partitions"
+"""extraMetadata: partitions whose offsets a partial commit carried forward (``topic:p``)."""
+
+
+@dataclass(frozen=True)
+class PlannedCommit:
+    metadata: dict[str, Any]
+    moves: list[tuple[str, str]]
+    """(staged path, final path), relative to the base path."""
+    sizes: dict[str, int]
+    """Staged path → size its status reported (checked before deciding)."""
+    offsets: dict[Key, int]
+    """Every offset the commit stores: answered partitions advance, the rest carry."""
+    records: int
+    dlq: int
+    carried: list[Key]
+
+
+def plan_commit(
+    state: CommitState,
+    *,
+    schema_json: str,
+    sink_name: str,
+    topics: list[str],
+    unconfigured_offsets: Mapping[Key, int],
+) -> PlannedCommit:
+    """The commit of ``state``: files and counters of every accepted status.
+
+    ``unconfigured_offsets`` are offsets of topics no longer configured (from the previous
+    commit): they are stored again unchanged, so removing a topic and adding it back later
+    resumes where it stopped instead of re-ingesting it from offset 0."""
+    stats: list[WriteStat] = []
+    moves: list[tuple[str, str]] = []
+    sizes: dict[str, int] = {}
+    records = dlq = skipped = unknown = 0
+    failed: list[str] = []
+    for status in state.statuses.values():
+        records += status.records_written
+        dlq += status.records_dlq
+        skipped += status.records_skipped
+        unknown += status.unknown_fields
+        if status.failed:
+            failed.append(status.failed)
+        for f in status.files:
+            stats.append(WriteStat(
+                file_id=f.file_id, path=f.final_path, partition_path=f.partition_path,
+                num_writes=f.num_records, num_inserts=f.num_records,
+                file_size_bytes=f.size_bytes, total_write_bytes=f.size_bytes,
+            ))
+            moves.append((f.staged_path, f.final_path))
+            sizes[f.staged_path] = f.size_bytes
+    offsets = {**unconfigured_offsets, **state.next_offsets()}
+    carried = state.carried()
+    extra = {
+        "schema": schema_json,
+        **offsets_metadata(offsets, topics),
+        "hudi.sink.name": sink_name,
+        "hudi.sink.coordinator.epoch": str(state.epoch),
+        "hudi.sink.records.written": str(records),
+        "hudi.sink.records.dlq": str(dlq),
+        "hudi.sink.records.skipped": str(skipped),
+        "hudi.sink.unknown.fields": str(unknown),
+    }
+    if failed:
+        extra["hudi.sink.failed.partitions"] = "; ".join(failed)
+    if carried:
+        extra[CARRIED_KEY] = ",".join(f"{t}:{p}" for t, p in carried)
+    return PlannedCommit(
+        metadata=build_commit_metadata(stats, extra),
+        moves=moves,
+        sizes=sizes,
+        offsets=offsets,
+        records=records,
+        dlq=dlq,
+        carried=carried,
+    )
