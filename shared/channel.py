@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka import TopicPartition as KafkaTopicPartition
@@ -30,11 +30,27 @@ from shared.protocol import (
     encode,
 )
 
-__all__ = ["ControlChannel", "decode_control_records"]
+__all__ = ["ControlChannel", "ControlEndpoint", "decode_control_records"]
 
 log = logging.getLogger("hudi_sink.channel")
 
 AnyPayload = StartCommit | EndCommit | WriteStatus | AckCommit | ParticipantReady
+
+
+class ControlEndpoint(Protocol):
+    """What services use of a control channel: the Kafka one, or the in-memory one of the
+    unit tests (``shared.memory_channel``)."""
+
+    @property
+    def sender(self) -> Sender: ...
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def send(self, payload: AnyPayload, *, commit_time: str | None, epoch: int) -> None: ...
+
+    async def receive(self, timeout_ms: int = 100) -> list[Envelope]: ...
 
 
 def decode_control_records(records: Iterable[ConsumerRecord[Any, Any]], sink: str) -> list[Envelope]:

@@ -16,6 +16,8 @@ from shared.errors import IllegalTransition
 
 __all__ = [
     "StateMachine",
+    "ServicePhase",
+    "SERVICE_TRANSITIONS",
     "CoordinatorPhase",
     "COORDINATOR_TRANSITIONS",
     "PartitionPhase",
@@ -54,6 +56,26 @@ class StateMachine(Generic[S]):
             "%s: %s → %s%s", self._name, self._state.name, new.name, f" ({reason})" if reason else ""
         )
         self._state = new
+
+
+class ServicePhase(Enum):
+    """Life of a service process (every service: coordinator, participant, deleter)."""
+
+    CREATED = "created"
+    STARTING = "starting"  # Kafka, topics, clients (and Spark) being brought up
+    RUNNING = "running"  # routines run until stop or crash
+    STOPPING = "stopping"  # intake stopped, work in hand finished or abandoned, clients closed
+    STOPPED = "stopped"
+
+
+_S = ServicePhase
+SERVICE_TRANSITIONS: Mapping[ServicePhase, frozenset[ServicePhase]] = {
+    _S.CREATED: frozenset({_S.STARTING}),
+    _S.STARTING: frozenset({_S.RUNNING, _S.STOPPING}),
+    _S.RUNNING: frozenset({_S.STOPPING}),
+    _S.STOPPING: frozenset({_S.STOPPED}),
+    _S.STOPPED: frozenset(),
+}
 
 
 class CoordinatorPhase(Enum):

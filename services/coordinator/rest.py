@@ -8,17 +8,15 @@ same committed history; it is read in a worker thread, never on the event loop.
 from __future__ import annotations
 
 import asyncio
-import time
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-if TYPE_CHECKING:
-    from services.coordinator.service import CoordinatorService
-
-__all__ = ["TransactionView", "CurrentTransaction", "ActionResponse", "build_router"]
+__all__ = [
+    "TransactionView", "CurrentTransaction", "ActionResponse", "TransactionControl", "build_router",
+]
 
 
 class TransactionView(BaseModel):
@@ -53,7 +51,28 @@ class ActionResponse(BaseModel):
     detail: str
 
 
-def build_router(service: CoordinatorService) -> APIRouter:
+class TransactionControl(Protocol):
+    """What the routes need from the coordinator (queries and commands, no internals)."""
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    def leader_info(self) -> dict[str, Any]: ...
+
+    def current_transaction(self) -> CurrentTransaction: ...
+
+    def inflight_view(self) -> TransactionView | None: ...
+
+    def transaction_views(self, limit: int) -> list[TransactionView]:
+        """Blocking (table reads): the routes call it in a worker thread."""
+        ...
+
+    def request_commit(self) -> str | None: ...
+
+    def request_abort(self) -> str | None: ...
+
+
+def build_router(service: TransactionControl) -> APIRouter:
     router = APIRouter(tags=["coordinator"])
 
     def not_leader() -> JSONResponse:
@@ -66,31 +85,14 @@ def build_router(service: CoordinatorService) -> APIRouter:
 
     @router.get("/transactions/current", response_model=CurrentTransaction)
     async def current() -> CurrentTransaction:
-        state = service.current
-        answered = sorted(f"{t}:{p}" for t, p in state.statuses) if state else []
-        return CurrentTransaction(
-            role="leader" if service.is_leader else "standby",
-            phase=service.phase.state.value,
-            commit_time=state.instant if state else None,
-            epoch=service.committer.epoch if service.is_leader else service.committer.state.epoch,
-            partitions_expected=len(state.expected) if state else 0,
-            partitions_answered=answered,
-            partitions_pending=[f"{t}:{p}" for t, p in state.pending()] if state else [],
-            age_s=round(time.monotonic() - state.started_at, 3) if state else None,
-            leader=service.leader_info(),
-        )
+        return service.current_transaction()
 
     @router.get("/transactions", response_model=list[TransactionView])
     async def transactions(limit: int = Query(20, ge=1, le=1000)) -> list[TransactionView]:
+        inflight = service.inflight_view()
         views = await asyncio.to_thread(service.transaction_views, limit)
-        state = service.current
-        if state is not None:
-            views = [v for v in views if v.commit_time != state.instant]
-            views.insert(0, TransactionView(
-                commit_time=state.instant, state="inflight", epoch=state.epoch,
-                offsets={f"{t}:{p}": o for (t, p), o in sorted(state.start_offsets.items())},
-                duration_s=round(time.monotonic() - state.started_at, 3),
-            ))
+        if inflight is not None:
+            views = [v for v in views if v.commit_time != inflight.commit_time] + [inflight]
         return sorted(views, key=lambda v: v.commit_time, reverse=True)[:limit]
 
     @router.post("/transactions/commit", response_model=ActionResponse, status_code=202,

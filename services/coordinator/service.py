@@ -17,30 +17,33 @@ import posixpath
 import socket
 import time
 import uuid
+from collections.abc import Coroutine
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
-from fastapi import FastAPI
+from fastapi import APIRouter
 
 from services.coordinator.commit_metadata import PlannedCommit, plan_commit
 from services.coordinator.commit_state import CommitState, StatusOutcome
 from services.coordinator.committer import DirectDisposal, TableCommitter
 from services.coordinator.election import LeaderElection
 from services.coordinator.history import TransactionHistory
-from services.coordinator.rest import TransactionView, build_router
-from shared.admin import create_admin_app
-from shared.channel import ControlChannel
+from services.coordinator.rest import CurrentTransaction, TransactionView, build_router
+from shared.channel import ControlEndpoint
+from shared.clients import KafkaClientFactory
 from shared.config import SinkConfig
 from shared.deletion import IntentSender, KafkaDisposal
 from shared.errors import ConfigError, FencedError, HudiSinkError, TableFormatError
+from shared.faults import Faults
 from shared.fs import filesystem_for
 from shared.hudi.naming import next_instant_time
 from shared.hudi.offsets import offsets_from_metadata
 from shared.hudi.table import HudiTable
-from shared.kafka import TopicAdmin, ensure_sink_topics, producer_options, wait_for_kafka
-from shared.metrics import Metrics
+from shared.kafka import TopicAdmin
+from shared.lifecycle import ServiceShell, kafka_prelude
 from shared.protocol import (
     AckCommit,
     EndCommit,
@@ -53,12 +56,11 @@ from shared.protocol import (
     TopicPartition,
     WriteStatus,
 )
-from shared.runner import unless_stopped
 from shared.schema import TableSchema
 from shared.sink_log import EntryKind
 from shared.states import COORDINATOR_TRANSITIONS, CoordinatorPhase, StateMachine
 
-__all__ = ["CoordinatorService"]
+__all__ = ["CoordinatorService", "CoordinatorClients"]
 
 log = logging.getLogger("hudi_sink.coordinator")
 
@@ -75,13 +77,25 @@ COMMIT_REQUEST_WINDOW_S = 5.0
 starts this soon (it normally starts within milliseconds); it never lingers."""
 
 
-class CoordinatorService:
+@dataclass(frozen=True)
+class CoordinatorClients:
+    """What start-up opens; the routines take it as an argument."""
+
+    producer: AIOKafkaProducer
+    channel: ControlEndpoint
+    admin: TopicAdmin
+    election: LeaderElection
+
+
+class CoordinatorService(ServiceShell[CoordinatorClients]):
     name = "coordinator"
 
-    def __init__(self, config: SinkConfig, *, admin_url: str = "") -> None:
-        self.config = config
+    def __init__(self, config: SinkConfig, *, admin_url: str = "", faults: Faults | None = None,
+                 clients: KafkaClientFactory | None = None) -> None:
+        super().__init__(config)
         self.schema = TableSchema.from_config(config.table)
-        self.metrics = Metrics(self.name)
+        self._faults = faults if faults is not None else Faults()
+        self._factory = clients if clients is not None else KafkaClientFactory(config)
         self.sender = Sender(role=Role.COORDINATOR, id=uuid.uuid4().hex, host=socket.gethostname())
         self.admin_url = admin_url
         self._fs = filesystem_for(config.table.base_path)
@@ -100,27 +114,23 @@ class CoordinatorService:
         """A REST abort: the instant it is for (never applied to another one)."""
         self._waiting_logged_for: str | None = None
         self._table_checked_at: float | None = None
-        self._stop = asyncio.Event()
-        self._not_ready: list[str] = ["starting"]
-        self._election: LeaderElection | None = None
-        self._channel: ControlChannel | None = None
-        self._producer: AIOKafkaProducer | None = None
-        self._admin: TopicAdmin | None = None
+        self._running: CoordinatorClients | None = None
         self._fenced_at_generation: int | None = None
         self._led_generation: int | None = None
 
-    # --- lifecycle ------------------------------------------------------------------------
-    def shutdown(self) -> None:
-        self._stop.set()
+    @property
+    def clients(self) -> CoordinatorClients:
+        if self._running is None:
+            raise RuntimeError("coordinator clients used before start-up finished")
+        return self._running
 
+    # --- lifecycle ------------------------------------------------------------------------
     @property
     def is_leader(self) -> bool:
         return self.phase.state not in (CoordinatorPhase.STANDBY, CoordinatorPhase.STOPPED)
 
-    def readiness(self) -> list[str]:
-        if self._not_ready:
-            return list(self._not_ready)
-        if self._election is None or not self._election.joined:
+    def running_readiness(self) -> list[str]:
+        if self._running is None or not self._running.election.joined:
             return [f"not yet joined group {self.config.coordinator_group}"]
         if not self.is_leader and not self.leader_info():
             return ["no leader known yet"]
@@ -129,62 +139,36 @@ class CoordinatorService:
     def leader_info(self) -> dict[str, Any]:
         return dict(self.committer.state.leader)
 
-    async def run(self) -> None:
-        routines: list[asyncio.Task[Any]] = []
-        try:
-            if not await unless_stopped(self._stop, self._start()):
-                return
-            assert self._election is not None
-            log.info("coordinator %s started; waiting for leadership", self.sender.id)
-            routines = [
-                asyncio.create_task(self._election.run(), name="coordinator-election"),
-                asyncio.create_task(self._control_routine(), name="coordinator-control"),
-                asyncio.create_task(self._process_routine(), name="coordinator-process"),
-            ]
-            stop_task = asyncio.create_task(self._stop.wait())
-            try:
-                done, _ = await asyncio.wait(
-                    [stop_task, *routines], return_when=asyncio.FIRST_COMPLETED
-                )
-                for task in done:
-                    if task is not stop_task and task.exception() is not None:
-                        raise task.exception()  # type: ignore[misc]
-            finally:
-                stop_task.cancel()
-                for task in routines:
-                    task.cancel()
-                await asyncio.gather(*routines, return_exceptions=True)
-        finally:
-            await self._close()
+    def routers(self) -> list[APIRouter]:
+        return [build_router(self)]
 
-    async def _start(self) -> None:
+    def routines(self, running: CoordinatorClients) -> dict[str, Coroutine[Any, Any, Any]]:
+        log.info("coordinator %s started; waiting for leadership", self.sender.id)
+        return {
+            "coordinator-election": running.election.run(),
+            "coordinator-control": self._control_routine(running.channel),
+            "coordinator-process": self._process_routine(running.election),
+        }
+
+    async def start(self) -> CoordinatorClients:
         cfg = self.config
-        self._not_ready = [f"connecting to Kafka at {cfg.kafka.bootstrap_servers}"]
-        await wait_for_kafka(cfg.kafka, on_attempt=self._set_not_ready)
-        self._not_ready = ["creating topics"]
-        await ensure_sink_topics(cfg)
-        self._admin = TopicAdmin(cfg.kafka, client_id=f"coordinator-{self.sender.id}")
-        await self._admin.__aenter__()
-        await self._admin.wait_for_topics(cfg.kafka.topics, cfg.kafka.startup_timeout_s,
-                                          self._set_not_ready)
+        await kafka_prelude(cfg, self.set_not_ready, data_topics=True)
+        admin = await self._factory.admin(f"coordinator-{self.sender.id}")
         await asyncio.to_thread(self._table.initialize, cfg.table, self.schema)
         await asyncio.to_thread(self.committer.refresh)
-        self._producer = AIOKafkaProducer(**producer_options(cfg.kafka, "hudi-sink-coordinator"))
-        await self._producer.start()
+        producer = await self._factory.producer("hudi-sink-coordinator")
         self.committer.disposal = KafkaDisposal(  # deletion intents, now that we can send
-            IntentSender(self._producer, cfg.deletion_topic), asyncio.get_running_loop(), cfg
+            IntentSender(producer, cfg.deletion_topic), asyncio.get_running_loop(), cfg
         )
-        self._channel = ControlChannel(cfg, self.sender, self._producer)
-        await self._channel.start()
-        self._election = LeaderElection(
+        channel = await self._factory.channel(self.sender, producer, self._faults)
+        election = LeaderElection(
             cfg, self.sender.id,
             leading_epoch=lambda: self.committer.epoch if self.is_leader else 0,
         )
-        await self._election.start()
-        self._not_ready = []
-
-    def _set_not_ready(self, reason: str) -> None:
-        self._not_ready = [reason]
+        await election.start()
+        self._running = CoordinatorClients(producer=producer, channel=channel, admin=admin,
+                                           election=election)
+        return self._running
 
     async def _abort_on_shutdown(self) -> None:
         """Roll back the open, undecided instant so the table is left without an inflight
@@ -198,29 +182,22 @@ class CoordinatorService:
         except (HudiSinkError, OSError, TimeoutError) as exc:
             log.warning("left open instant %s to the next leader: %s", state.instant, exc)
 
-    async def _close(self) -> None:
+    async def close(self, running: CoordinatorClients | None) -> None:
         """Roll back the open instant (never half-commit on the way out), leave the group so
         a standby takes over at once, close clients."""
         log.info("coordinator stopping")
         await self._abort_on_shutdown()
         if self.phase.can(CoordinatorPhase.STOPPED):
             self.phase.transition_to(CoordinatorPhase.STOPPED, "shutdown")
-        if self._election is not None:
-            await self._election.stop()
-        if self._channel is not None:
-            await self._channel.close()
-        if self._producer is not None:
+        if running is not None:
             with contextlib.suppress(Exception):
-                await self._producer.stop()
-        if self._admin is not None:
-            with contextlib.suppress(Exception):
-                await self._admin.__aexit__(None, None, None)
+                await running.election.stop()
+            await self._factory.close(running.channel, running.producer, running.admin)
 
     # --- control messages ----------------------------------------------------------------
-    async def _control_routine(self) -> None:
-        assert self._channel is not None
+    async def _control_routine(self, channel: ControlEndpoint) -> None:
         while True:
-            for envelope in await self._channel.receive(timeout_ms=200):
+            for envelope in await channel.receive(timeout_ms=200):
                 # A standby drops messages (its inbox would grow for as long as it waits);
                 # participants re-announce, so a new leader learns what it needs.
                 if envelope.sender.role is Role.PARTICIPANT and self.is_leader:
@@ -283,21 +260,20 @@ class CoordinatorService:
         return self._answer_ready([TopicPartition(topic=status.topic, partition=status.partition)])
 
     # --- the loop -----------------------------------------------------------------------
-    async def _process_routine(self) -> None:
-        assert self._election is not None
+    async def _process_routine(self, election: LeaderElection) -> None:
         while True:
-            fenced_here = self._fenced_at_generation == self._election.generation
-            if not self._election.is_leader or fenced_here:
+            fenced_here = self._fenced_at_generation == election.generation
+            if not election.is_leader or fenced_here:
                 if self.is_leader:
                     self._step_down("lost group leadership")
-                self._election.changed.clear()
+                election.changed.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._election.changed.wait(), timeout=1)
+                    await asyncio.wait_for(election.changed.wait(), timeout=1)
                 await asyncio.to_thread(self.committer.refresh)
                 await self._observe_table_commit(every_s=STANDBY_TABLE_CHECK_S)
                 continue
             try:
-                if self.is_leader and self._led_generation != self._election.generation:
+                if self.is_leader and self._led_generation != election.generation:
                     await self._revalidate_leadership()
                 if self.phase.state is CoordinatorPhase.STANDBY:
                     await self._become_leader()
@@ -309,7 +285,7 @@ class CoordinatorService:
                 log.error("fenced: %s", exc)
                 # A newer epoch owns the table: our group view is stale. Wait for a new
                 # assignment before claiming again, or two leaders would fence each other.
-                self._fenced_at_generation = self._election.generation
+                self._fenced_at_generation = election.generation
                 self._step_down("fenced by a newer epoch")
                 await asyncio.sleep(RETRY_AFTER_FAILURE_S)
                 continue
@@ -339,16 +315,14 @@ class CoordinatorService:
     async def _revalidate_leadership(self) -> None:
         """A new group assignment while we lead (e.g. we were frozen, then rejoined and won
         again): if another epoch was claimed meanwhile, our state is stale — start over."""
-        assert self._election is not None
-        self._led_generation = self._election.generation
+        self._led_generation = self.clients.election.generation
         state = await asyncio.to_thread(self.committer.refresh)
         if state.epoch != self.committer.epoch:
             self._step_down(f"epoch {state.epoch} was claimed while we led with "
                             f"{self.committer.epoch}")
 
     async def _become_leader(self) -> None:
-        assert self._election is not None
-        self._led_generation = self._election.generation
+        self._led_generation = self.clients.election.generation
         self._owners.clear()  # announcements heard as a standby are not trusted
         self.phase.transition_to(CoordinatorPhase.RECOVERING, "elected")
         leader = {"member_id": self.sender.id, "host": self.sender.host, "admin_url": self.admin_url}
@@ -457,8 +431,7 @@ class CoordinatorService:
             self._log_waiting(state)
 
     async def _expected_partitions(self) -> frozenset[Key]:
-        assert self._admin is not None
-        counts = await self._admin.partition_counts(list(self.config.kafka.topics))
+        counts = await self.clients.admin.partition_counts(list(self.config.kafka.topics))
         missing = [t for t in self.config.kafka.topics if t not in counts]
         if missing:
             raise HudiSinkError(f"data topic(s) {missing} no longer exist")
@@ -569,12 +542,11 @@ class CoordinatorService:
 
         A failed send is a lost message: every one heals (participants re-announce and
         re-send, END is re-sent), so it is logged, never allowed to end leadership."""
-        assert self._channel is not None
         if instant is None:
             assert self.current is not None
             instant = self.current.instant
         try:
-            await self._channel.send(payload, commit_time=instant, epoch=self.committer.epoch)
+            await self.clients.channel.send(payload, commit_time=instant, epoch=self.committer.epoch)
         except KafkaError as exc:
             log.warning("%s for %s not sent (heals by re-send): %r", payload.type.value, instant, exc)
 
@@ -609,6 +581,30 @@ class CoordinatorService:
             carried=[f"{t}:{p}" for t, p in carried] if carried else None,
         )
 
+    def current_transaction(self) -> CurrentTransaction:
+        state = self.current
+        return CurrentTransaction(
+            role="leader" if self.is_leader else "standby",
+            phase=self.phase.state.value,
+            commit_time=state.instant if state else None,
+            epoch=self.committer.epoch if self.is_leader else self.committer.state.epoch,
+            partitions_expected=len(state.expected) if state else 0,
+            partitions_answered=sorted(f"{t}:{p}" for t, p in state.statuses) if state else [],
+            partitions_pending=[f"{t}:{p}" for t, p in state.pending()] if state else [],
+            age_s=round(time.monotonic() - state.started_at, 3) if state else None,
+            leader=self.leader_info(),
+        )
+
+    def inflight_view(self) -> TransactionView | None:
+        state = self.current
+        if state is None:
+            return None
+        return TransactionView(
+            commit_time=state.instant, state="inflight", epoch=state.epoch,
+            offsets={f"{t}:{p}": o for (t, p), o in sorted(state.start_offsets.items())},
+            duration_s=round(time.monotonic() - state.started_at, 3),
+        )
+
     def transaction_views(self, limit: int) -> list[TransactionView]:
         """The newest transactions (blocking table reads: call from a worker thread)."""
         decisions = dict(self.committer.state.decisions)  # snapshot; a worker may append
@@ -636,12 +632,3 @@ class CoordinatorService:
         instant = self._open_instant()
         self._abort_request = instant
         return instant
-
-    def admin_app(self) -> FastAPI:
-        return create_admin_app(
-            self.name,
-            readiness=self.readiness,
-            metrics=self.metrics,
-            token=self.config.admin.token,
-            routers=[build_router(self)],
-        )

@@ -19,35 +19,29 @@ import secrets
 import socket
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
 from aiokafka import TopicPartition as KafkaTopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
-from fastapi import APIRouter, FastAPI
-from pydantic import BaseModel
+from fastapi import APIRouter
 
 from services.participant.decoder import RecordDecoder
 from services.participant.dlq_sender import DeadLetterSender, DeadLetterSendError
 from services.participant.flush_plan import FlushInput, plan_flush
+from services.participant.rest import PartitionView, build_router
 from services.participant.transaction import PendingBuffer, TransactionParticipant
-from shared.admin import create_admin_app
-from shared.channel import ControlChannel
+from shared.channel import ControlEndpoint
+from shared.clients import KafkaClientFactory
 from shared.config import SinkConfig
 from shared.faults import ENV as FAULTS_ENV
 from shared.faults import Faults
 from shared.fs import filesystem_for
 from shared.hudi.table import HudiTable
-from shared.kafka import (
-    TopicAdmin,
-    consumer_options,
-    ensure_sink_topics,
-    producer_options,
-    wait_for_kafka,
-)
-from shared.metrics import Metrics
+from shared.lifecycle import ServiceShell, kafka_prelude
 from shared.protocol import (
     AckCommit,
     EndCommit,
@@ -59,12 +53,11 @@ from shared.protocol import (
     StartCommit,
     TopicPartition,
 )
-from shared.runner import unless_stopped
 from shared.schema import TableSchema
 from shared.spark_writer import SparkWriteError, SparkWriter, WrittenFile
 from shared.states import PartitionPhase
 
-__all__ = ["ParticipantService", "PartitionView"]
+__all__ = ["ParticipantService", "ParticipantClients"]
 
 log = logging.getLogger("hudi_sink.participant")
 
@@ -72,26 +65,6 @@ MAX_CONCURRENT_FLUSHES = 2
 FLUSH_ATTEMPTS = 4
 FLUSH_BACKOFF_S = (2.0, 4.0, 8.0)
 """Waits between flush attempts (a Spark Connect restart or a driver rebuild takes seconds)."""
-
-
-class PartitionView(BaseModel):
-    """One assigned partition as ``GET /partitions`` shows it."""
-
-    topic: str
-    partition: int
-    state: str
-    commit_time: str | None
-    coordinator_epoch: int
-    start_offset: int
-    buffered_records: int
-    staged_files: int
-    records_written: int
-    records_dlq: int
-    last_written_offset: int | None
-    committed_offset: int | None
-    fetched_offset: int | None
-    lag: int | None
-    failed: str | None
 
 
 class _RebalanceSignal(ConsumerRebalanceListener):
@@ -107,16 +80,27 @@ class _RebalanceSignal(ConsumerRebalanceListener):
         self._service._assigned(list(assigned))
 
 
-class ParticipantService:
+@dataclass(frozen=True)
+class ParticipantClients:
+    """What start-up opens; the routines take it as an argument."""
+
+    producer: AIOKafkaProducer
+    channel: ControlEndpoint
+    consumer: AIOKafkaConsumer
+    dlq: DeadLetterSender
+
+
+class ParticipantService(ServiceShell[ParticipantClients]):
     name = "participant"
 
-    def __init__(self, config: SinkConfig, *, faults: Faults | None = None) -> None:
-        self.config = config
+    def __init__(self, config: SinkConfig, *, faults: Faults | None = None,
+                 clients: KafkaClientFactory | None = None) -> None:
+        super().__init__(config)
         self._faults = faults if faults is not None else Faults()
+        self._factory = clients if clients is not None else KafkaClientFactory(config)
         self._flush_seq = 0
         """Flushes started by this process (fault injection counts them from 1)."""
         self.schema = TableSchema.from_config(config.table)
-        self.metrics = Metrics(self.name)
         self.sender = Sender(role=Role.PARTICIPANT, id=uuid.uuid4().hex, host=socket.gethostname())
         self._fs = filesystem_for(config.table.base_path)
         self._table = HudiTable(self._fs, config.table.base_path)
@@ -129,84 +113,58 @@ class ParticipantService:
         self._max_epoch = 0
         self._announced_epoch = 0
         """Newest coordinator epoch this process announced its partitions to."""
-        self._stop = asyncio.Event()
-        self._not_ready: list[str] = ["starting"]
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_FLUSHES)
-        self._consumer: AIOKafkaConsumer | None = None
-        self._producer: AIOKafkaProducer | None = None
-        self._channel: ControlChannel | None = None
-        self._dlq: DeadLetterSender | None = None
+        self._running: ParticipantClients | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reports: dict[tuple[str, int], asyncio.Task[Any]] = {}
         """The running END report of each partition (at most one)."""
 
+    @property
+    def clients(self) -> ParticipantClients:
+        if self._running is None:
+            raise RuntimeError("participant clients used before start-up finished")
+        return self._running
+
     # --- lifecycle ----------------------------------------------------------------------
-    def shutdown(self) -> None:
-        self._stop.set()
+    def running_readiness(self) -> list[str]:
+        if not self._joined:
+            return [f"not yet joined consumer group {self.config.participants_group}"]
+        if not self._writer.warmed:
+            return ["SparkSession not warmed yet"]
+        return []
 
-    def readiness(self) -> list[str]:
-        reasons = list(self._not_ready)
-        if not reasons and not self._joined:
-            reasons.append(f"not yet joined consumer group {self.config.participants_group}")
-        if not reasons and not self._writer.warmed:
-            reasons.append("SparkSession not warmed yet")
-        return reasons
+    def routers(self) -> list[APIRouter]:
+        return [build_router(self)]
 
-    async def run(self) -> None:
-        routines: list[asyncio.Task[Any]] = []
-        try:
-            if not await unless_stopped(self._stop, self._start()):
-                return
-            log.info("participant %s started (topics %s)", self.sender.id, self.config.kafka.topics)
-            routines = [
-                self._spawn(self._data_routine(), "data"),
-                self._spawn(self._control_routine(), "control"),
-                self._spawn(self._heal_routine(), "heal"),
-            ]
-            stop_task = asyncio.create_task(self._stop.wait())
-            try:
-                done, _ = await asyncio.wait([stop_task, *routines],
-                                             return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    if task is not stop_task and task.exception() is not None:
-                        raise task.exception()  # type: ignore[misc]
-            finally:
-                stop_task.cancel()
-        finally:
-            await self._close(routines)
+    def routines(self, running: ParticipantClients) -> dict[str, Coroutine[Any, Any, Any]]:
+        log.info("participant %s started (topics %s)", self.sender.id, self.config.kafka.topics)
+        return {
+            "participant-data": self._data_routine(running.consumer),
+            "participant-control": self._control_routine(running.channel),
+            "participant-heal": self._heal_routine(),
+        }
 
-    async def _start(self) -> None:
+    async def start(self) -> ParticipantClients:
         cfg = self.config
-        self._not_ready = [f"connecting to Kafka at {cfg.kafka.bootstrap_servers}"]
-        await wait_for_kafka(cfg.kafka, on_attempt=self._set_not_ready)
-        self._not_ready = ["creating topics"]
-        await ensure_sink_topics(cfg)
-        async with TopicAdmin(cfg.kafka) as admin:
-            await admin.wait_for_topics(cfg.kafka.topics, cfg.kafka.startup_timeout_s,
-                                        self._set_not_ready)
+        await kafka_prelude(cfg, self.set_not_ready, data_topics=True)
         await asyncio.to_thread(self._table.initialize, cfg.table, self.schema)
-        self._not_ready = ["starting SparkSession"]
+        self.set_not_ready("starting SparkSession")
         warm_dir = posixpath.join(cfg.table.base_path, ".hoodie", ".sink", f"warmup-{self.sender.id}")
         await asyncio.to_thread(self._writer.start, warm_dir)
         await asyncio.to_thread(self._fs.delete_tree, warm_dir)
-        self._producer = AIOKafkaProducer(**producer_options(cfg.kafka, "hudi-sink-participant"))
-        await self._producer.start()
-        self._channel = ControlChannel(cfg, self.sender, self._producer, faults=self._faults)
-        await self._channel.start()
-        self._dlq = DeadLetterSender(self._producer, cfg.dlq_topic)
-        self._consumer = AIOKafkaConsumer(
-            **consumer_options(cfg.kafka, cfg.participants_group), client_id=self.sender.id
+        producer = await self._factory.producer("hudi-sink-participant")
+        channel = await self._factory.channel(self.sender, producer, self._faults)
+        consumer = await self._factory.consumer(cfg.participants_group, self.sender.id)
+        self._running = ParticipantClients(
+            producer=producer, channel=channel, consumer=consumer,
+            dlq=DeadLetterSender(producer, cfg.dlq_topic),
         )
-        await self._consumer.start()
-        self._consumer.subscribe(topics=list(cfg.kafka.topics), listener=_RebalanceSignal(self))
+        consumer.subscribe(topics=list(cfg.kafka.topics), listener=_RebalanceSignal(self))
         # Buffered rows live until a flush: the default GC thresholds make the collector
         # rescan them constantly (a quarter of decode time, measured in bench/).
         gc.freeze()
         gc.set_threshold(100_000, 20, 100)
-        self._not_ready = []
-
-    def _set_not_ready(self, reason: str) -> None:
-        self._not_ready = [reason]
+        return self._running
 
     def _spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
         task = asyncio.create_task(coro, name=f"participant-{name}")
@@ -221,27 +179,18 @@ class ParticipantService:
             log.error("background task %s failed: %r", task.get_name(), task.exception(),
                       exc_info=task.exception())
 
-    async def _close(self, routines: list[asyncio.Task[Any]]) -> None:
-        """Stop intake, let reports in progress finish briefly, leave the group, stop Spark."""
-        log.info("participant stopping: stop intake")
-        for task in routines:
-            task.cancel()
+    async def close(self, running: ParticipantClients | None) -> None:
+        """Intake has stopped: let reports in progress finish briefly, leave the group,
+        stop Spark."""
         ending = [t for t in list(self._tasks) if t.get_name().startswith("participant-end")]
         if ending:
             log.info("participant stopping: waiting for %d report(s)", len(ending))
             await asyncio.wait(ending, timeout=10)
         for task in list(self._tasks):
             task.cancel()
-        await asyncio.gather(*routines, return_exceptions=True)
-        if self._consumer is not None:
+        if running is not None:
             log.info("participant stopping: leaving group")
-            with contextlib.suppress(Exception):
-                await self._consumer.stop()
-        if self._channel is not None:
-            await self._channel.close()
-        if self._producer is not None:
-            with contextlib.suppress(Exception):
-                await self._producer.stop()
+            await self._factory.close(running.consumer, running.channel, running.producer)
         log.info("participant stopping: SparkSession")
         await asyncio.to_thread(self._writer.stop)
 
@@ -255,16 +204,16 @@ class ParticipantService:
                 self._parked[state.key] = state
 
     def _assigned(self, assigned: list[KafkaTopicPartition]) -> None:
-        if self._consumer is not None and assigned:
-            self._consumer.pause(*assigned)
+        if self._running is not None and assigned:
+            self._running.consumer.pause(*assigned)
         self._pending_assignment = assigned
         self._joined = True
 
     def _apply_assignment(self) -> None:
         assigned, self._pending_assignment = self._pending_assignment, None
-        if assigned is None or self._consumer is None:
+        if assigned is None:
             return
-        consumer = self._consumer
+        consumer = self.clients.consumer
         fresh: list[TopicPartition] = []
         for ktp in assigned:
             key = (ktp.topic, ktp.partition)
@@ -295,9 +244,8 @@ class ParticipantService:
         )
 
     async def _announce(self, partitions: list[TopicPartition]) -> None:
-        assert self._channel is not None
         self._announced_epoch = max(self._announced_epoch, self._max_epoch)
-        await self._channel.send(ParticipantReady(partitions=partitions), commit_time=None, epoch=0)
+        await self.clients.channel.send(ParticipantReady(partitions=partitions), commit_time=None, epoch=0)
         now = time.monotonic()
         for tp in partitions:
             state = self._partitions.get(tp.key())
@@ -305,9 +253,7 @@ class ParticipantService:
                 state.last_signal_at = now
 
     # --- data ---------------------------------------------------------------------------
-    async def _data_routine(self) -> None:
-        assert self._consumer is not None
-        consumer = self._consumer
+    async def _data_routine(self, consumer: AIOKafkaConsumer) -> None:
         while True:
             if self._pending_assignment is not None:
                 self._apply_assignment()
@@ -321,8 +267,8 @@ class ParticipantService:
                 state.accept(records)
                 state.highwater = consumer.highwater(ktp)
                 letters = state.take_dead_letters()
-                if letters and self._dlq is not None:
-                    sent = await self._dlq.send(state.key, letters)
+                if letters:
+                    sent = await self.clients.dlq.send(state.key, letters)
                     self.metrics.records_dead_lettered(state.topic, sent)
                 if state.phase is PartitionPhase.FAILED and state.gave_up is None:
                     consumer.pause(ktp)
@@ -361,13 +307,13 @@ class ParticipantService:
         ):
             self._begin_report(state)  # END already asked and is waiting on us
         if (
-            self._consumer is not None
+            self._running is not None
             and state.accepting
             and len(state.flushes) < MAX_CONCURRENT_FLUSHES
             and self._partitions.get(state.key) is state
         ):
             with contextlib.suppress(Exception):
-                self._consumer.resume(KafkaTopicPartition(state.topic, state.partition))
+                self._running.consumer.resume(KafkaTopicPartition(state.topic, state.partition))
 
     async def _flush(self, state: TransactionParticipant, buffer: PendingBuffer) -> None:
         """Write one buffer into the instant's staging area.
@@ -468,17 +414,16 @@ class ParticipantService:
         raise AssertionError("unreachable")
 
     def _pause(self, state: TransactionParticipant) -> None:
-        if self._consumer is None:
+        if self._running is None:
             return
         ktp = KafkaTopicPartition(state.topic, state.partition)
-        if ktp in self._consumer.assignment():
-            self._consumer.pause(ktp)
+        if ktp in self._running.consumer.assignment():
+            self._running.consumer.pause(ktp)
 
     # --- control ------------------------------------------------------------------------
-    async def _control_routine(self) -> None:
-        assert self._channel is not None
+    async def _control_routine(self, channel: ControlEndpoint) -> None:
         while True:
-            for envelope in await self._channel.receive(timeout_ms=200):
+            for envelope in await channel.receive(timeout_ms=200):
                 self._on_control(envelope)
 
     def _on_control(self, envelope: Envelope) -> None:
@@ -504,7 +449,7 @@ class ParticipantService:
         return [self._partitions[t.key()] for t in targets if t.key() in self._partitions]
 
     def _on_start(self, instant: str, epoch: int, start: StartCommit) -> None:
-        assert self._consumer is not None
+        consumer = self.clients.consumer
         if epoch > self._announced_epoch and self._partitions:
             # A new leader forgot who owns what: tell it (it waits for an owner before
             # ending an instant, so an unannounced writer would never be asked to report).
@@ -518,13 +463,12 @@ class ParticipantService:
                 continue
             offset = offsets.get(state.key, 0)
             state.begin(instant, epoch, offset)
-            if self._dlq is not None:
-                self._dlq.begin_instant(state.key)
+            self.clients.dlq.begin_instant(state.key)
             self.metrics.partition_failed(state.topic, state.partition, False)
             ktp = KafkaTopicPartition(state.topic, state.partition)
-            if ktp in self._consumer.assignment():
-                self._consumer.seek(ktp, offset)
-                self._consumer.resume(ktp)
+            if ktp in consumer.assignment():
+                consumer.seek(ktp, offset)
+                consumer.resume(ktp)
 
     def _on_end(self, instant: str, epoch: int, end: EndCommit) -> None:
         unknown: list[TopicPartition] = []
@@ -567,16 +511,15 @@ class ParticipantService:
         """END_COMMIT: pause, flush the rest, wait for the dead letters' acks, then send
         WRITE_STATUS. A failure before the status is sent leaves the partition in ENDING;
         the coordinator's END re-send starts the report again."""
-        assert self._channel is not None
         self._pause(state)
         self._start_flush(state)
         if state.flushes:
             await asyncio.gather(*list(state.flushes), return_exceptions=True)
         if state.instant != instant or state.phase is not PartitionPhase.ENDING:
             return  # a newer START replaced this instant while we flushed
-        if self._dlq is not None and state.gave_up is None:
+        if state.gave_up is None:
             try:
-                await self._dlq.wait_acked(state.key)
+                await self.clients.dlq.wait_acked(state.key)
             except DeadLetterSendError as exc:
                 # A committed offset must never hide a lost dead letter: carry this instant.
                 state.give_up(instant, str(exc))
@@ -585,7 +528,7 @@ class ParticipantService:
         if state.instant != instant or state.phase is not PartitionPhase.ENDING:
             return
         status = state.build_status()
-        await self._channel.send(status, commit_time=instant, epoch=state.epoch)
+        await self.clients.channel.send(status, commit_time=instant, epoch=state.epoch)
         if state.instant == instant and state.phase is PartitionPhase.ENDING:
             state.reported(status)
 
@@ -593,7 +536,6 @@ class ParticipantService:
         """Send the status again; at most once per resend interval announce the partition
         first, so a coordinator that lost our announcement (and refuses our status as not
         the owner's) learns who owns it."""
-        assert self._channel is not None
         # Captured before any await: a START or ACK handled meanwhile changes the state.
         status, instant, epoch = state.last_status, state.instant, state.epoch
         if status is None or instant is None:
@@ -602,11 +544,11 @@ class ParticipantService:
         if now - state.last_announced_at > self.config.transaction.resend_interval_ms / 1000:
             state.last_announced_at = now
             await self._announce([TopicPartition(topic=state.topic, partition=state.partition)])
-        await self._channel.send(status, commit_time=instant, epoch=epoch)
+        await self.clients.channel.send(status, commit_time=instant, epoch=epoch)
         state.last_signal_at = time.monotonic()
 
     def _on_ack(self, instant: str, ack: AckCommit) -> None:
-        assert self._consumer is not None
+        consumer = self.clients.consumer
         offsets = {(o.topic, o.partition): o.offset for o in ack.offsets}
         to_commit: dict[KafkaTopicPartition, OffsetAndMetadata] = {}
         for state in self._partitions.values():
@@ -615,7 +557,7 @@ class ParticipantService:
             offset = offsets.get(state.key, state.next_offset)
             state.acked(offset)
             ktp = KafkaTopicPartition(state.topic, state.partition)
-            if ktp in self._consumer.assignment():
+            if ktp in consumer.assignment():
                 to_commit[ktp] = OffsetAndMetadata(offset, "")
         if to_commit:
             self._spawn(self._commit_group_offsets(to_commit), "commit")
@@ -625,9 +567,8 @@ class ParticipantService:
     ) -> None:
         """Consumer-group offsets follow Hudi commits, so lag tools see the truth. They are
         never read back for correctness (the table's offsets are)."""
-        assert self._consumer is not None
         try:
-            await self._consumer.commit(offsets)
+            await self.clients.consumer.commit(offsets)
         except Exception as exc:  # noqa: BLE001 - informational only; a rebalance may race
             log.debug("group offset commit skipped: %s", exc)
 
@@ -660,43 +601,25 @@ class ParticipantService:
             if lag is not None:  # paused partitions are not fetched: keep the gauge fresh
                 self.metrics.partition_lag(state.topic, state.partition, lag)
 
-    # --- admin --------------------------------------------------------------------------
+    # --- queries (REST) ----------------------------------------------------------------
     def partition_views(self) -> list[PartitionView]:
-        views = []
-        for state in sorted(self._partitions.values(), key=lambda s: s.key):
-            views.append(
-                PartitionView(
-                    topic=state.topic,
-                    partition=state.partition,
-                    state=state.phase.value,
-                    commit_time=state.instant,
-                    coordinator_epoch=state.epoch,
-                    start_offset=state.start_offset,
-                    buffered_records=len(state.rows),
-                    staged_files=len(state.staged),
-                    records_written=state.counters.written,
-                    records_dlq=state.counters.dlq,
-                    last_written_offset=state.next_offset - 1 if state.instant else None,
-                    committed_offset=state.committed_offset,
-                    fetched_offset=state.fetched_offset,
-                    lag=state.lag(),
-                    failed=state.failure,
-                )
+        return [
+            PartitionView(
+                topic=state.topic,
+                partition=state.partition,
+                state=state.phase.value,
+                commit_time=state.instant,
+                coordinator_epoch=state.epoch,
+                start_offset=state.start_offset,
+                buffered_records=len(state.rows),
+                staged_files=len(state.staged),
+                records_written=state.counters.written,
+                records_dlq=state.counters.dlq,
+                last_written_offset=state.next_offset - 1 if state.instant else None,
+                committed_offset=state.committed_offset,
+                fetched_offset=state.fetched_offset,
+                lag=state.lag(),
+                failed=state.failure,
             )
-        return views
-
-    def admin_app(self) -> FastAPI:
-        router = APIRouter(tags=["participant"])
-
-        @router.get("/partitions", response_model=list[PartitionView])
-        async def partitions() -> list[PartitionView]:
-            return self.partition_views()
-
-        return create_admin_app(
-            self.name,
-            readiness=self.readiness,
-            metrics=self.metrics,
-            token=self.config.admin.token,
-            routers=[router],
-        )
-
+            for state in sorted(self._partitions.values(), key=lambda s: s.key)
+        ]

@@ -1,0 +1,215 @@
+"""The coordinator's protocol handling driven over the in-memory control bus, with a real
+table on local disk: partial commits, waiting for participants, timeouts, late statuses,
+REST commands bound to their instant. No broker, no Spark: each case takes about a second."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from services.coordinator.service import CoordinatorClients, CoordinatorService
+from shared.config import SinkConfig, config_from_mapping
+from shared.faults import Faults
+from shared.memory_channel import MemoryChannel, MemoryControlBus
+from shared.protocol import (
+    Envelope,
+    MessageType,
+    ParticipantReady,
+    Role,
+    Sender,
+    TopicPartition,
+    WriteStatus,
+)
+
+TOPIC = "d"
+P0, P1 = TopicPartition(topic=TOPIC, partition=0), TopicPartition(topic=TOPIC, partition=1)
+
+
+class _Admin:
+    async def partition_counts(self, topics: list[str]) -> dict[str, int]:
+        return dict.fromkeys(topics, 2)
+
+
+class _Election:
+    """Always the leader of generation 1 (election itself is tested with the broker)."""
+
+    is_leader = True
+    joined = True
+    generation = 1
+
+    def __init__(self) -> None:
+        self.changed = asyncio.Event()
+
+    async def run(self) -> None:
+        await asyncio.Event().wait()
+
+    async def stop(self) -> None:
+        return None
+
+
+class BusCoordinator(CoordinatorService):
+    def __init__(self, config: SinkConfig, bus: MemoryControlBus) -> None:
+        super().__init__(config, faults=Faults(""))
+        self._bus = bus
+
+    async def start(self) -> CoordinatorClients:
+        await asyncio.to_thread(self._table.initialize, self.config.table, self.schema)
+        await asyncio.to_thread(self.committer.refresh)
+        self._running = CoordinatorClients(
+            producer=None,  # type: ignore[arg-type]  # nothing is produced but control messages
+            channel=self._bus.endpoint(self.sender),
+            admin=_Admin(),  # type: ignore[arg-type]
+            election=_Election(),  # type: ignore[arg-type]
+        )
+        return self._running
+
+
+class Participant:
+    """A scripted participant on the bus."""
+
+    def __init__(self, bus: MemoryControlBus, member: str = "m1") -> None:
+        self.channel: MemoryChannel = bus.endpoint(Sender(role=Role.PARTICIPANT, id=member))
+        self.seen: list[Envelope] = []
+
+    async def announce(self, *partitions: TopicPartition) -> None:
+        await self.channel.send(ParticipantReady(partitions=list(partitions)), commit_time=None,
+                                epoch=0)
+
+    async def expect(self, kind: MessageType, timeout_s: float = 10,
+                     where: Callable[[Envelope], bool] = lambda _: True) -> Envelope:
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while asyncio.get_running_loop().time() < deadline:
+            for envelope in await self.channel.receive(timeout_ms=100):
+                self.seen.append(envelope)
+                if envelope.sender.role is Role.COORDINATOR and envelope.type is kind \
+                        and where(envelope):
+                    return envelope
+        raise AssertionError(f"no {kind} within {timeout_s} s; saw {[e.type for e in self.seen]}")
+
+    async def status(self, start: Envelope, tp: TopicPartition, start_offset: int,
+                     next_offset: int, **extra: Any) -> None:
+        await self.channel.send(
+            WriteStatus(topic=tp.topic, partition=tp.partition, start_offset=start_offset,
+                        next_offset=next_offset, **extra),
+            commit_time=start.commit_time, epoch=start.coordinator_epoch)
+
+
+@pytest.fixture
+async def sink(tmp_path: Path) -> AsyncIterator[tuple[BusCoordinator, MemoryControlBus]]:
+    config = config_from_mapping({
+        "name": "t",
+        "kafka": {"topics": [TOPIC]},
+        "table": {"base_path": str(tmp_path / "table"), "schema": "id STRING"},
+        "transaction": {"interval_ms": 100, "write_status_timeout_ms": 1000,
+                        "resend_interval_ms": 200},
+    })
+    bus = MemoryControlBus(config.name)
+    coordinator = BusCoordinator(config, bus)
+    task = asyncio.create_task(coordinator.run())
+    try:
+        yield coordinator, bus
+    finally:
+        coordinator.shutdown()
+        await asyncio.wait_for(task, 30)
+
+
+def _commit_extra(coordinator: CoordinatorService, instant: str) -> dict[str, str]:
+    path = Path(coordinator.config.table.base_path) / ".hoodie" / f"{instant}.commit"
+    return orjson.loads(path.read_bytes())["extraMetadata"]  # type: ignore[no-any-return]
+
+
+async def test_timeout_commits_the_partitions_that_answered_and_carries_the_rest(
+    sink: tuple[BusCoordinator, MemoryControlBus],
+) -> None:
+    coordinator, bus = sink
+    participant = Participant(bus)
+    start = await participant.expect(MessageType.START_COMMIT)
+    await participant.announce(P0, P1)  # as a WAITING participant re-announces
+    await participant.expect(MessageType.END_COMMIT)
+    await participant.status(start, P0, 0, 5, records_dlq=5)
+    ack = await participant.expect(MessageType.ACK_COMMIT)  # after the 1 s deadline
+    assert ack.commit_time == start.commit_time
+    offsets = {(o.topic, o.partition): o.offset for o in ack.payload.offsets}  # type: ignore[union-attr]
+    assert offsets == {(TOPIC, 0): 5, (TOPIC, 1): 0}
+    extra = _commit_extra(coordinator, start.commit_time or "")
+    assert extra["kafka.commit.offsets"] == "0=5,1=0"
+    assert extra["hudi.sink.carried.partitions"] == "d:1"
+    view = coordinator.history.get(start.commit_time or "")
+    assert view is not None and view.state == "committed" and view.carried == ["d:1"]
+    assert "hudi_sink_partial_commits_total 1.0" in coordinator.metrics.render().decode()
+    # The carried partition starts the next instant from its old offset.
+    nxt = await participant.expect(MessageType.START_COMMIT,
+                                   where=lambda e: e.commit_time != start.commit_time)
+    offsets = {(o.topic, o.partition): o.offset for o in nxt.payload.offsets}  # type: ignore[union-attr]
+    assert offsets == {(TOPIC, 0): 5, (TOPIC, 1): 0}
+
+
+async def test_an_instant_waits_for_the_first_announcement_instead_of_aborting(
+    sink: tuple[BusCoordinator, MemoryControlBus],
+) -> None:
+    coordinator, bus = sink
+    participant = Participant(bus)
+    start = await participant.expect(MessageType.START_COMMIT)
+    with pytest.raises(AssertionError, match="no END_COMMIT"):
+        # Ten intervals and longer than the write-status timeout: no END, nothing aborted.
+        await participant.expect(MessageType.END_COMMIT, timeout_s=1.5)
+    assert coordinator.current is not None and coordinator.current.instant == start.commit_time
+    assert coordinator.phase.state.value == "started"
+    await participant.announce(P0, P1)  # a participant finally comes up
+    joined = await participant.expect(MessageType.START_COMMIT, where=lambda e: e.payload.targets
+                                      is not None)  # type: ignore[union-attr]
+    assert joined.commit_time == start.commit_time
+    await participant.expect(MessageType.END_COMMIT)
+    await participant.status(start, P0, 0, 3)
+    await participant.status(start, P1, 0, 4)
+    ack = await participant.expect(MessageType.ACK_COMMIT)
+    assert ack.commit_time == start.commit_time
+    assert not [v for v in coordinator.transaction_views(10) if v.state == "aborted"]
+
+
+async def test_no_answer_at_all_rolls_back_and_a_late_status_joins_the_next_instant(
+    sink: tuple[BusCoordinator, MemoryControlBus],
+) -> None:
+    coordinator, bus = sink
+    participant = Participant(bus)
+    start = await participant.expect(MessageType.START_COMMIT)
+    await participant.announce(P0, P1)  # as a WAITING participant re-announces
+    await participant.expect(MessageType.END_COMMIT)
+    nxt = await participant.expect(MessageType.START_COMMIT,
+                                   where=lambda e: e.commit_time != start.commit_time)
+    aborted = coordinator.history.get(start.commit_time or "")
+    assert aborted is not None and aborted.state == "aborted"
+    assert aborted.reason == "write status timeout"
+    # Its START was lost: the partition still reports for the aborted instant.
+    await participant.status(start, P1, 0, 9)
+    rejoin = await participant.expect(
+        MessageType.START_COMMIT,
+        where=lambda e: e.commit_time == nxt.commit_time and e.payload.targets == [P1])  # type: ignore[union-attr]
+    assert rejoin.coordinator_epoch == nxt.coordinator_epoch
+
+
+async def test_rest_abort_applies_only_to_the_open_instant(
+    sink: tuple[BusCoordinator, MemoryControlBus],
+) -> None:
+    coordinator, bus = sink
+    participant = Participant(bus)
+    assert coordinator.request_abort() is None or coordinator.current is not None
+    start = await participant.expect(MessageType.START_COMMIT)
+    instant = coordinator.request_abort()
+    assert instant == start.commit_time
+    nxt = await participant.expect(MessageType.START_COMMIT,
+                                   where=lambda e: e.commit_time != start.commit_time)
+    view = coordinator.history.get(instant or "")
+    assert view is not None and view.state == "aborted" and view.reason == "forced through REST"
+    # The next instant is not touched by the request made for the previous one.
+    await participant.announce(P0, P1)
+    await participant.expect(MessageType.END_COMMIT, where=lambda e: e.commit_time == nxt.commit_time)
+    await participant.status(nxt, P0, 0, 1)
+    await participant.status(nxt, P1, 0, 1)
+    ack = await participant.expect(MessageType.ACK_COMMIT)
+    assert ack.commit_time == nxt.commit_time
