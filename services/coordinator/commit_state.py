@@ -8,13 +8,24 @@ complete (Hudi's count-based check could).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, StrEnum
 
 from shared.protocol import WriteStatus
 
-__all__ = ["CommitState", "StatusOutcome"]
+__all__ = ["CommitState", "StatusOutcome", "AbortReason"]
 
 Key = tuple[str, int]
+
+
+class AbortReason(StrEnum):
+    """Why an instant was rolled back (a metric label and the ``reason`` of
+    ``GET /transactions``); the value is what operators read."""
+
+    WRITE_STATUS_TIMEOUT = "write status timeout"
+    FORCED = "forced through REST"
+    SHUTDOWN = "coordinator shut down"
+    TAKEOVER = "rolled back on takeover"
+    STAGED_FILES_UNUSABLE = "staged files unusable"
 
 
 class StatusOutcome(Enum):

@@ -27,7 +27,7 @@ from aiokafka.errors import KafkaError
 from fastapi import APIRouter
 
 from services.coordinator.commit_metadata import PlannedCommit, plan_commit
-from services.coordinator.commit_state import CommitState, StatusOutcome
+from services.coordinator.commit_state import AbortReason, CommitState, StatusOutcome
 from services.coordinator.committer import DirectDisposal, TableCommitter
 from services.coordinator.election import LeaderElection
 from services.coordinator.history import TransactionHistory
@@ -36,7 +36,7 @@ from shared.channel import ControlEndpoint
 from shared.clients import KafkaClientFactory
 from shared.config import SinkConfig
 from shared.deletion import IntentSender, KafkaDisposal
-from shared.errors import ConfigError, FencedError, HudiSinkError, TableFormatError
+from shared.errors import ConfigError, FencedError, HudiSinkError, IllegalTransition, TableFormatError
 from shared.faults import Faults
 from shared.fs import filesystem_for
 from shared.hudi.naming import next_instant_time
@@ -177,7 +177,7 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         if state is None or self.phase.state not in (CoordinatorPhase.STARTED, CoordinatorPhase.ENDED):
             return
         try:
-            await asyncio.wait_for(self._abort("coordinator shut down"), timeout=15)
+            await asyncio.wait_for(self._abort(AbortReason.SHUTDOWN), timeout=15)
             log.info("rolled back open instant %s on shutdown", state.instant)
         except (HudiSinkError, OSError, TimeoutError) as exc:
             log.warning("left open instant %s to the next leader: %s", state.instant, exc)
@@ -289,8 +289,10 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
                 self._step_down("fenced by a newer epoch")
                 await asyncio.sleep(RETRY_AFTER_FAILURE_S)
                 continue
-            except ConfigError:
-                raise  # exits 2 naming the key: no leader could do better with this config
+            except (ConfigError, IllegalTransition):
+                # A config no leader can work with (exit 2 naming the key), or a bug (an
+                # illegal state transition): neither is an ordinary runtime failure to retry.
+                raise
             except KafkaError as exc:
                 # Kafka trouble (admin metadata, a send): nothing in the table changed, and
                 # every message heals by re-sending, so keep leading and try again.
@@ -330,8 +332,8 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         report = await asyncio.to_thread(self.committer.recover)
         for instant in report.rolled_back:
             self.history.record(TransactionView(commit_time=instant, state="aborted",
-                                                reason="rolled back on takeover"))
-            self.metrics.transaction_aborted("takeover")
+                                                reason=AbortReason.TAKEOVER))
+            self.metrics.transaction_aborted(AbortReason.TAKEOVER)
         metadata = await asyncio.to_thread(self._table.latest_commit_metadata)
         self.committed_offsets = {}
         if metadata is not None:
@@ -378,7 +380,7 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         if self._abort_request is not None:
             requested, self._abort_request = self._abort_request, None
             if requested == state.instant:
-                await self._abort("forced through REST")
+                await self._abort(AbortReason.FORCED)
                 return
         if phase is CoordinatorPhase.STARTED:
             forced = self._take_commit_request(state.instant, now)
@@ -426,7 +428,7 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         elif state.has_known_owner():
             log.error("write status timeout for %s; no partition answered (missing %s)",
                       state.instant, self._keys_text(missing))
-            await self._abort("write status timeout")
+            await self._abort(AbortReason.WRITE_STATUS_TIMEOUT)
         else:
             self._log_waiting(state)
 
@@ -473,7 +475,7 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
                       key[0], key[1], problem)
             state.drop_status(key)
         if problems and not state.statuses:
-            await self._abort("; ".join(problems.values()))
+            await self._abort(AbortReason.STAGED_FILES_UNUSABLE, "; ".join(problems.values()))
             return
         planned = self._plan_commit(state)
         await asyncio.to_thread(self.committer.commit, state.instant, planned.metadata, planned.moves)
@@ -517,12 +519,13 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
                 problems[key] = problem
         return problems
 
-    async def _abort(self, reason: str) -> None:
+    async def _abort(self, why: AbortReason, detail: str = "") -> None:
         state = self.current
         assert state is not None
+        reason = f"{why.value}: {detail}" if detail else why.value
         self.phase.transition_to(CoordinatorPhase.ABORTING, reason)
         await asyncio.to_thread(self.committer.abort, state.instant, reason)
-        self.metrics.transaction_aborted(reason.split(":")[0][:40])
+        self.metrics.transaction_aborted(why.value)
         self.history.record(self._view(state, "aborted", reason=reason,
                                        duration=time.monotonic() - state.started_at))
         self.current = None
