@@ -31,13 +31,12 @@ from fastapi import APIRouter
 
 from services.participant.decoder import RecordDecoder
 from services.participant.dlq_sender import DeadLetterSender, DeadLetterSendError
-from services.participant.flush_plan import FlushInput, plan_flush
+from services.participant.flusher import MAX_CONCURRENT_FLUSHES, Flusher
 from services.participant.rest import PartitionView, build_router
 from services.participant.transaction import PendingBuffer, TransactionParticipant
 from shared.channel import ControlEndpoint
 from shared.clients import KafkaClientFactory
 from shared.config import SinkConfig
-from shared.faults import ENV as FAULTS_ENV
 from shared.faults import Faults
 from shared.fs import filesystem_for
 from shared.hudi.table import HudiTable
@@ -49,22 +48,17 @@ from shared.protocol import (
     ParticipantReady,
     Role,
     Sender,
-    StagedFile,
     StartCommit,
     TopicPartition,
 )
 from shared.schema import TableSchema
-from shared.spark_writer import SparkWriteError, SparkWriter, WrittenFile
+from shared.spark_writer import SparkWriter
 from shared.states import PartitionPhase
 
 __all__ = ["ParticipantService", "ParticipantClients"]
 
 log = logging.getLogger("hudi_sink.participant")
 
-MAX_CONCURRENT_FLUSHES = 2
-FLUSH_ATTEMPTS = 4
-FLUSH_BACKOFF_S = (2.0, 4.0, 8.0)
-"""Waits between flush attempts (a Spark Connect restart or a driver rebuild takes seconds)."""
 
 
 class _RebalanceSignal(ConsumerRebalanceListener):
@@ -98,14 +92,13 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         super().__init__(config)
         self._faults = faults if faults is not None else Faults()
         self._factory = clients if clients is not None else KafkaClientFactory(config)
-        self._flush_seq = 0
-        """Flushes started by this process (fault injection counts them from 1)."""
         self.schema = TableSchema.from_config(config.table)
         self.sender = Sender(role=Role.PARTICIPANT, id=uuid.uuid4().hex, host=socket.gethostname())
         self._fs = filesystem_for(config.table.base_path)
         self._table = HudiTable(self._fs, config.table.base_path)
         self._writer = SparkWriter(config.spark, self._fs)
-        self._writer_nonce = secrets.randbelow(2**31)
+        self._flusher = Flusher(config, self.schema, self._table, self._writer, self.metrics,
+                                self._faults, writer_nonce=secrets.randbelow(2**31))
         self._partitions: dict[tuple[str, int], TransactionParticipant] = {}
         self._parked: dict[tuple[str, int], TransactionParticipant] = {}
         self._pending_assignment: list[KafkaTopicPartition] | None = None
@@ -113,7 +106,6 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         self._max_epoch = 0
         self._announced_epoch = 0
         """Newest coordinator epoch this process announced its partitions to."""
-        self._slots = asyncio.Semaphore(MAX_CONCURRENT_FLUSHES)
         self._running: ParticipantClients | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reports: dict[tuple[str, int], asyncio.Task[Any]] = {}
@@ -316,102 +308,27 @@ class ParticipantService(ServiceShell[ParticipantClients]):
                 self._running.consumer.resume(KafkaTopicPartition(state.topic, state.partition))
 
     async def _flush(self, state: TransactionParticipant, buffer: PendingBuffer) -> None:
-        """Write one buffer into the instant's staging area.
-
-        Retried, since the rows exist only in memory. A flush that fails for good makes the
-        partition give up the instant (finding: reporting its offsets anyway would commit
-        offsets no file holds); the next instant re-reads the records from Kafka."""
-        self._flush_seq += 1
-        flush_seq = self._flush_seq
-        try:
-            written = await self._write_with_retries(state, buffer, flush_seq)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - any failure means the rows are lost here
-            reason = (f"flush of {state.topic}-{state.partition} for {buffer.instant} failed "
-                      f"for good: {exc}")
+        """Write one buffer (``Flusher``) and record the outcome on the partition. A flush
+        that failed for good makes the partition give the instant up: reporting its offsets
+        anyway would commit offsets no file holds; the next instant re-reads the records."""
+        result = await self._flusher.flush(state, buffer)
+        if result.failure is not None:
             log.error("%s; the partition reports nothing of this instant and writes it again "
-                      "in the next one", reason)
-            if state.give_up(buffer.instant, reason):
+                      "in the next one", result.failure)
+            if state.give_up(buffer.instant, result.failure):
                 self._pause(state)
             return
-        if written is None:
+        if result.files is None:
             # Refused: the rows were not written. If this state still holds the instant (it
             # was abandoned to another member), it must not report their offsets either.
             state.give_up(buffer.instant, "partition moved to another member before a flush")
             return
-        self.metrics.flush_completed(written[1])
-        base = self.config.table.base_path
-        files = [
-            StagedFile(
-                staged_path=posixpath.relpath(w.planned.staged_path, base),
-                final_path=posixpath.join(w.planned.partition_path, w.planned.file_name)
-                if w.planned.partition_path
-                else w.planned.file_name,
-                file_id=w.planned.file_id,
-                partition_path=w.planned.partition_path,
-                num_records=w.num_records,
-                size_bytes=w.size_bytes,
-            )
-            for w in written[0]
-        ]
-        if state.add_staged(buffer.instant, files):
-            self.metrics.records_written(state.topic, sum(f.num_records for f in files))
-            log.debug("flushed %d rows of %s-%d into %d file(s) for %s", len(buffer.rows),
-                      state.topic, state.partition, len(files), buffer.instant)
+        if state.add_staged(buffer.instant, result.files):
+            self.metrics.records_written(state.topic, sum(f.num_records for f in result.files))
         else:
             log.info("%s-%d: flush for %s finished after the partition left that instant; "
                      "its files stay unlisted (deleted by the deleter's staging sweep)",
                      state.topic, state.partition, buffer.instant)
-
-    def _refuses(self, state: TransactionParticipant, instant: str) -> bool:
-        """A flush for an instant this partition no longer holds must not write: nothing
-        will ever list its files (a late flush into a finished instant)."""
-        return state.abandoned or state.instant != instant
-
-    async def _write_with_retries(
-        self, state: TransactionParticipant, buffer: PendingBuffer, flush_seq: int
-    ) -> tuple[list[WrittenFile], float] | None:
-        """(written files, seconds) of the first attempt that succeeds; None if refused."""
-        cfg = self.config
-        staging = self._table.staging_dir(buffer.instant)
-        spec = FlushInput(
-            topic=state.topic,
-            partition=state.partition,
-            source_index=cfg.kafka.topics.index(state.topic) * 100000 + state.partition,
-            instant=buffer.instant,
-            flush_no=buffer.flush_no,
-            writer_nonce=self._writer_nonce,
-            staging_dir=staging,
-            hive_style=cfg.table.hive_style_partitioning,
-        )
-        for attempt in range(1, FLUSH_ATTEMPTS + 1):
-            if self._refuses(state, buffer.instant):
-                log.info("%s-%d: flush for finished instant %s refused", state.topic,
-                         state.partition, buffer.instant)
-                return None
-            started = time.monotonic()
-            try:
-                # Planned anew on every attempt: fresh file ids, so a file an earlier
-                # attempt left behind can never collide with this one.
-                table, plans = await asyncio.to_thread(
-                    plan_flush, buffer.rows, buffer.offsets, self.schema, spec
-                )
-                if self._faults.flush_fails(flush_seq):
-                    raise SparkWriteError(f"injected failure of flush {flush_seq} ({FAULTS_ENV})")
-                async with self._slots:
-                    written = await asyncio.to_thread(self._writer.write, table, plans, staging)
-                return written, time.monotonic() - started
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self.metrics.flush_failed()
-                if attempt == FLUSH_ATTEMPTS:
-                    raise
-                log.warning("flush attempt %d of %s-%d for %s failed, retrying: %s", attempt,
-                            state.topic, state.partition, buffer.instant, exc)
-                await asyncio.sleep(FLUSH_BACKOFF_S[attempt - 1])
-        raise AssertionError("unreachable")
 
     def _pause(self, state: TransactionParticipant) -> None:
         if self._running is None:

@@ -1,0 +1,138 @@
+"""One flush: a buffer of decoded rows → Parquet base files in the instant's staging area.
+
+Spark runs in worker threads (never on the event loop), at most ``MAX_CONCURRENT_FLUSHES``
+at once. Each flush is retried with back-off, since its rows exist only in memory; the
+caller decides what a flush that failed for good means for the partition (it gives the
+instant up). A flush for an instant its partition no longer holds is refused before it
+writes anything: nothing would ever list its files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import posixpath
+import time
+from dataclasses import dataclass
+
+from services.participant.flush_plan import FlushInput, plan_flush
+from services.participant.transaction import PendingBuffer, TransactionParticipant
+from shared.config import SinkConfig
+from shared.faults import ENV as FAULTS_ENV
+from shared.faults import Faults
+from shared.hudi.table import HudiTable
+from shared.metrics import Metrics
+from shared.protocol import StagedFile
+from shared.schema import TableSchema
+from shared.spark_writer import SparkWriteError, SparkWriter, WrittenFile
+
+__all__ = ["Flusher", "FlushResult", "MAX_CONCURRENT_FLUSHES", "FLUSH_ATTEMPTS"]
+
+log = logging.getLogger("hudi_sink.participant.flush")
+
+MAX_CONCURRENT_FLUSHES = 2
+FLUSH_ATTEMPTS = 4
+FLUSH_BACKOFF_S = (2.0, 4.0, 8.0)
+"""Waits between attempts (a Spark Connect restart or a driver rebuild takes seconds)."""
+
+
+@dataclass(frozen=True)
+class FlushResult:
+    files: list[StagedFile] | None
+    """The staged files; None when nothing was written (refused or failed)."""
+    failure: str | None = None
+    """Why the flush failed for good (None when it succeeded or was refused)."""
+
+
+class Flusher:
+    def __init__(self, config: SinkConfig, schema: TableSchema, table: HudiTable,
+                 writer: SparkWriter, metrics: Metrics, faults: Faults, writer_nonce: int) -> None:
+        self._config = config
+        self._schema = schema
+        self._table = table
+        self._writer = writer
+        self._metrics = metrics
+        self._faults = faults
+        self._writer_nonce = writer_nonce
+        self._slots = asyncio.Semaphore(MAX_CONCURRENT_FLUSHES)
+        self._flush_seq = 0
+        """Flushes started by this process (fault injection counts them from 1)."""
+
+    async def flush(self, state: TransactionParticipant, buffer: PendingBuffer) -> FlushResult:
+        self._flush_seq += 1
+        flush_seq = self._flush_seq
+        try:
+            written = await self._write_with_retries(state, buffer, flush_seq)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure means the rows are lost here
+            return FlushResult(None, f"flush of {state.topic}-{state.partition} for "
+                                     f"{buffer.instant} failed for good: {exc}")
+        if written is None:
+            return FlushResult(None)
+        files, seconds = written
+        self._metrics.flush_completed(seconds)
+        base = self._config.table.base_path
+        return FlushResult([
+            StagedFile(
+                staged_path=posixpath.relpath(w.planned.staged_path, base),
+                final_path=posixpath.join(w.planned.partition_path, w.planned.file_name)
+                if w.planned.partition_path
+                else w.planned.file_name,
+                file_id=w.planned.file_id,
+                partition_path=w.planned.partition_path,
+                num_records=w.num_records,
+                size_bytes=w.size_bytes,
+            )
+            for w in files
+        ])
+
+    @staticmethod
+    def refuses(state: TransactionParticipant, instant: str) -> bool:
+        """A flush for an instant this partition no longer holds must not write: nothing
+        will ever list its files (a late flush into a finished instant)."""
+        return state.abandoned or state.instant != instant
+
+    async def _write_with_retries(
+        self, state: TransactionParticipant, buffer: PendingBuffer, flush_seq: int
+    ) -> tuple[list[WrittenFile], float] | None:
+        """(written files, seconds) of the first attempt that succeeds; None if refused."""
+        cfg = self._config
+        staging = self._table.staging_dir(buffer.instant)
+        spec = FlushInput(
+            topic=state.topic,
+            partition=state.partition,
+            source_index=cfg.kafka.topics.index(state.topic) * 100000 + state.partition,
+            instant=buffer.instant,
+            flush_no=buffer.flush_no,
+            writer_nonce=self._writer_nonce,
+            staging_dir=staging,
+            hive_style=cfg.table.hive_style_partitioning,
+        )
+        for attempt in range(1, FLUSH_ATTEMPTS + 1):
+            if self.refuses(state, buffer.instant):
+                log.info("%s-%d: flush for finished instant %s refused", state.topic,
+                         state.partition, buffer.instant)
+                return None
+            started = time.monotonic()
+            try:
+                # Planned anew on every attempt: fresh file ids, so a file an earlier
+                # attempt left behind can never collide with this one.
+                table, plans = await asyncio.to_thread(
+                    plan_flush, buffer.rows, buffer.offsets, self._schema, spec
+                )
+                if self._faults.flush_fails(flush_seq):
+                    raise SparkWriteError(f"injected failure of flush {flush_seq} ({FAULTS_ENV})")
+                async with self._slots:
+                    written = await asyncio.to_thread(self._writer.write, table, plans, staging)
+                return written, time.monotonic() - started
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._metrics.flush_failed()
+                if attempt == FLUSH_ATTEMPTS:
+                    raise
+                log.warning("flush attempt %d of %s-%d for %s failed, retrying: %s", attempt,
+                            state.topic, state.partition, buffer.instant, exc)
+                await asyncio.sleep(FLUSH_BACKOFF_S[attempt - 1])
+        raise AssertionError("unreachable")
