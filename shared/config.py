@@ -121,6 +121,9 @@ class DeletionConfig(_Section):
     max_redeliveries: int = Field(10, ge=0)
     cache_expiry_s: float = Field(600, ge=0)
     orphan_min_age_s: float = Field(3600, ge=0)
+    reconcile_interval_s: float = Field(3600, ge=0)
+    """How often one deleter pod runs the orphan scan and enqueues what it finds (0: never;
+    ``POST /deletions/reconcile`` still works)."""
 
 
 class AdminConfig(_Section):

@@ -9,12 +9,19 @@ forged, stale or duplicated intent cannot delete a live file.
 
 The record key is the file path, so every intent for one file lands in one partition and
 stays in order there.
+
+Senders count what the broker acked (``hudi_sink_deletion_intents_sent_total``) and remember
+the offset of their last acked intent per deletion partition; :class:`DeletionBacklog` compares
+that with the deleter group's committed offsets, so a deleter that is missing or stuck shows
+up on the sender's side as a growing ``hudi_sink_deletion_backlog_intents``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import logging
 import posixpath
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -22,14 +29,16 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import orjson
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
-from aiokafka.structs import RecordMetadata
+from aiokafka.structs import RecordMetadata, TopicPartition
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from shared.config import SinkConfig
 from shared.errors import HudiSinkError
 from shared.hudi.naming import is_instant_time, parse_base_file_name
+from shared.kafka import consumer_options
+from shared.metrics import Metrics
 
 __all__ = [
     "DeletionReason",
@@ -39,6 +48,7 @@ __all__ = [
     "IntentHeaders",
     "IntentSender",
     "KafkaDisposal",
+    "DeletionBacklog",
     "intent_for_staged_file",
     "HEADER_SOURCE_TOPIC",
     "HEADER_SOURCE_PARTITION",
@@ -66,6 +76,10 @@ MAX_HEADER_CHARS = 1000
 
 DEFAULT_SEND_TIMEOUT_S = 60.0
 """How long ``KafkaDisposal.before_decision`` waits for acks before refusing the change."""
+BACKLOG_PROBE_INTERVAL_S = 15.0
+"""How often :class:`DeletionBacklog` reads the deleter group's committed offsets."""
+
+log = logging.getLogger("hudi_sink.deletion")
 
 
 class DeletionReason(StrEnum):
@@ -221,12 +235,24 @@ class IntentSender:
 
     The producer is shared with its owner (the coordinator's control producer, the deleter's
     retry producer): the intents need acks=all, which ``shared.kafka.producer_options``
-    already sets for every producer of the sink.
+    already sets for every producer of the sink. With ``metrics``, every intent acked on
+    the deletion topic is counted.
     """
 
-    def __init__(self, producer: AIOKafkaProducer, topic: str) -> None:
+    def __init__(self, producer: AIOKafkaProducer, topic: str, *, metrics: Metrics | None = None) -> None:
         self._producer = producer
         self.topic = topic
+        self._metrics = metrics
+        self.acked_next: dict[int, int] = {}
+        """Deletion-topic partition → offset after the last intent acked through this sender
+        (read by :class:`DeletionBacklog`; only the event loop thread writes it)."""
+
+    def _acked(self, acks: Sequence[RecordMetadata]) -> None:
+        for ack in acks:
+            if ack.offset >= 0:
+                self.acked_next[ack.partition] = max(self.acked_next.get(ack.partition, 0), ack.offset + 1)
+        if self._metrics is not None and acks:
+            self._metrics.deletion_intents_sent(len(acks))
 
     async def send_intents(self, intents: Sequence[PendingDelete]) -> None:
         """Send every intent to the deletion topic; return only when all are acked.
@@ -241,18 +267,93 @@ class IntentSender:
             await self._producer.send(self.topic, intent.encode(), key=intent.key())
             for intent in intents
         ]
-        await asyncio.gather(*pending)
+        self._acked(await asyncio.gather(*pending))
 
     async def send(
         self, topic: str, intent: PendingDelete, headers: IntentHeaders | None = None
     ) -> RecordMetadata:
         """Send one intent to ``topic`` (retry, DLQ, or deletion on replay) and await its ack."""
-        return await self._producer.send_and_wait(
+        ack = await self._producer.send_and_wait(
             topic,
             intent.encode(),
             key=intent.key(),
             headers=(headers or IntentHeaders()).to_kafka(),
         )
+        if topic == self.topic:
+            self._acked([ack])
+        return ack
+
+
+class DeletionBacklog:
+    """Phase 1's view of phase 2: how many deletion-topic records, up to the last intent this
+    process got acked, the deleter group has not settled (committed) yet.
+
+    Per partition: ``acked_next - committed`` (never negative; no commit yet counts from 0,
+    which is right — nothing before our intent was settled either). It reads committed
+    offsets, not ``end_offsets``, which tansu reports wrong for multi-record batches. With
+    deleters running, the backlog drops to 0 within about ``send_delay_s``; with none, it
+    grows with every commit or abort that sends intents. Only offsets this process saw acked
+    count, so after a restart it starts from what it sends next.
+
+    ``run`` probes every ``interval_s`` until its stop event is set; the consumer it uses has
+    the deleter group's id but never subscribes, so it never joins the group.
+    """
+
+    def __init__(
+        self,
+        config: SinkConfig,
+        sender: IntentSender,
+        metrics: Metrics,
+        *,
+        interval_s: float = BACKLOG_PROBE_INTERVAL_S,
+    ) -> None:
+        self._config = config
+        self._sender = sender
+        self._metrics = metrics
+        self._interval_s = interval_s
+        self._consumer: AIOKafkaConsumer | None = None
+
+    async def probe(self) -> int:
+        """One reading; also sets ``hudi_sink_deletion_backlog_intents``. Raises KafkaError."""
+        acked = dict(self._sender.acked_next)
+        backlog = 0
+        if acked:
+            consumer = await self._started()
+            for partition, next_offset in sorted(acked.items()):
+                committed = await consumer.committed(TopicPartition(self._sender.topic, partition))
+                backlog += max(0, next_offset - (committed or 0))
+        self._metrics.deletion_backlog(backlog)
+        return backlog
+
+    async def _started(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            cfg = self._config
+            consumer = AIOKafkaConsumer(
+                **consumer_options(cfg.kafka, cfg.deleter_group, "hudi-sink-deletion-backlog")
+            )
+            await consumer.start()
+            self._consumer = consumer
+        return self._consumer
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Probe until ``stop`` is set; Kafka trouble is logged and the next probe retries."""
+        try:
+            while not stop.is_set():
+                try:
+                    await self.probe()
+                except (KafkaError, OSError, TimeoutError) as exc:
+                    log.warning("deletion backlog probe failed: %s: %s", type(exc).__name__, exc)
+                    await self.close()  # a fresh consumer next time
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self._interval_s)
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            with contextlib.suppress(Exception):
+                await consumer.stop()
 
 
 def _file_facts(path: str, instant: str) -> tuple[str | None, str]:

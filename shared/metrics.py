@@ -92,6 +92,35 @@ class Metrics:
         self._deletions = Counter(
             "hudi_sink_deletions", "Deletion outcomes", ["outcome"], registry=r
         )
+        self._settled = Counter(
+            "hudi_sink_deletion_intents_settled",
+            "Deletion intents settled by this deleter (effect durable, offset committed next)",
+            ["source"],
+            registry=r,
+        )
+        self._scheduled = Counter(
+            "hudi_sink_deletion_scheduled_runs",
+            "Scheduled staging sweeps and reconcile scans, by result",
+            ["task", "result"],
+            registry=r,
+        )
+        self._scheduler = Gauge(
+            "hudi_sink_deleter_scheduler",
+            "1 on the deleter pod that runs the scheduled sweep and reconcile",
+            registry=r,
+        )
+        # deletion intents (phase 1, any sender: the coordinator, the deleter's reconcile)
+        self._intents_sent = Counter(
+            "hudi_sink_deletion_intents_sent",
+            "Deletion intents sent to the deletion topic and acked by the broker",
+            registry=r,
+        )
+        self._backlog = Gauge(
+            "hudi_sink_deletion_backlog_intents",
+            "Deletion-topic records up to the last intent this process got acked that the "
+            "deleter group has not committed (a missing deleter shows as growth)",
+            registry=r,
+        )
         self._last_commit_unix: float | None = None
         self._started = time.time()
 
@@ -152,6 +181,22 @@ class Metrics:
     # deleter events
     def deletion(self, outcome: str, count: int = 1) -> None:
         self._deletions.labels(outcome).inc(count)
+
+    def deletion_intents_settled(self, source: str, count: int) -> None:
+        self._settled.labels(source).inc(count)
+
+    def deletion_scheduled_run(self, task: str, *, ok: bool) -> None:
+        self._scheduled.labels(task, "ok" if ok else "failed").inc()
+
+    def deleter_scheduler(self, active: bool) -> None:
+        self._scheduler.set(1 if active else 0)
+
+    # deletion intent events (senders)
+    def deletion_intents_sent(self, count: int) -> None:
+        self._intents_sent.inc(count)
+
+    def deletion_backlog(self, records: int) -> None:
+        self._backlog.set(records)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

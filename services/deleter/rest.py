@@ -41,13 +41,25 @@ class DeletionStats(BaseModel):
     """Re-enqueues to the retry topic (not yet decidable, or the delete failed)."""
     dlq: int
     reconcile_orphans: int
-    """Orphans reported by reconcile scans (dry runs included)."""
+    """Orphans reported by reconcile scans (dry runs and scheduled scans included)."""
     missing_already: int
     """Intents whose file was already gone (duplicates, redeliveries): success."""
     failed: int
     """Attempts that raised (storage or metadata errors); each is retried or dead-lettered."""
     replayed: int
     undecodable: int
+    swept: int
+    """Files of finished instants' staging removed by the scheduled sweep (nobody had
+    announced them, e.g. a flush that landed after the rollback's intents were sent)."""
+    staging_dirs_removed: int
+    """Staging directories of finished instants removed once they held no file."""
+    scheduler: bool
+    """Whether this pod runs the scheduled sweep and reconcile (it holds deletion
+    partition 0)."""
+    sweeps: int
+    reconciles: int
+    """Scheduled passes this pod completed (a failed pass is logged and counted in
+    ``hudi_sink_deletion_scheduled_runs_total{result="failed"}``)."""
 
 
 class DlqEntry(BaseModel):

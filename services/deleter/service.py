@@ -13,6 +13,11 @@ which is harmless because deleting is idempotent and the decision is re-taken.
 Waiting uses one fixed delay per topic (``send_delay_s`` on the deletion topic,
 ``reconsume_later_s`` on the retry topic), so the first record that is not due in a partition
 is also the earliest: pausing there blocks nothing that could run sooner.
+
+A delete that leaves a finished instant's staging directory without files removes the
+directory too. Beside the loop, the member holding partition 0 of the deletion topic runs the
+scheduled work (``schedule``): the staging sweep (``staging``) and the orphan scan
+(``reconcile``). The DLQ's list and replay live in ``dlq``.
 """
 
 from __future__ import annotations
@@ -21,49 +26,37 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import posixpath
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import Any
 
-import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 from fastapi import FastAPI
 
 from services.deleter.decision import Decision, Outcome, decide
+from services.deleter.dlq import DeletionDlq
+from services.deleter.reconcile import Reconciler
 from services.deleter.rest import (
     DeletionStats,
     DlqEntry,
-    OrphanView,
     ReconcileResult,
     ReplayResult,
     ServiceUnavailable,
     build_router,
 )
-from services.deleter.table_state import (
-    TableSnapshot,
-    TableStateCache,
-    own_instant,
-    relative_path,
-    scan_orphans,
-)
+from services.deleter.schedule import Schedule, ScheduledWork
+from services.deleter.staging import StagingSweeper, finished_reason, remove_if_empty, staging_dir_of
+from services.deleter.table_state import TableSnapshot, TableStateCache, own_instant, relative_path
 from shared.admin import create_admin_app
 from shared.config import SinkConfig
-from shared.deletion import (
-    DeletionDecodeError,
-    DeletionReason,
-    IntentHeaders,
-    IntentSender,
-    PendingDelete,
-)
+from shared.deletion import DeletionDecodeError, IntentHeaders, IntentSender, PendingDelete
 from shared.errors import HudiSinkError
 from shared.fs import FileInfo, FileSystem, filesystem_for
-from shared.hudi.naming import parse_base_file_name
-from shared.kafka import TopicAdmin, consumer_options, ensure_sink_topics, producer_options, wait_for_kafka
+from shared.kafka import consumer_options, ensure_sink_topics, producer_options, wait_for_kafka
 from shared.metrics import Metrics
 from shared.runner import unless_stopped
 
@@ -78,12 +71,6 @@ MAX_BATCH = 200
 BLOCKED_BACKOFF_S = 1.0
 """Pause before retrying a record whose re-enqueue could not be sent (Kafka trouble)."""
 DRAIN_TIMEOUT_S = 10.0
-DLQ_IDLE_MS = 1000
-"""A DLQ read stops at the first fetch that stays empty this long (end offsets are not
-trusted: tansu reports them wrong for multi-record batches)."""
-DLQ_READ_LIMIT_S = 30.0
-DLQ_READ_MAX_RECORDS = 100_000
-REPLAY_STATE = ".hoodie/.sink/deleter/dlq-replayed.json"
 _RUNTIME_ERRORS = (HudiSinkError, OSError, ValueError, TimeoutError)
 """What one attempt may fail with (storage, table metadata); anything else is a bug."""
 _SEND_ERRORS = (KafkaError, OSError, TimeoutError)
@@ -124,11 +111,11 @@ class _Counters:
     kept_in_use: int = 0
     retried: int = 0
     dlq: int = 0
-    reconcile_orphans: int = 0
     missing_already: int = 0
     failed: int = 0
-    replayed: int = 0
     undecodable: int = 0
+    swept: int = 0
+    staging_dirs_removed: int = 0
 
 
 class _RebalanceSignal(ConsumerRebalanceListener):
@@ -148,9 +135,10 @@ class _RebalanceSignal(ConsumerRebalanceListener):
 class DeleterService:
     """Consumes deletion intents and deletes files the table's state says are dead.
 
-    ``fs`` and ``clock`` are seams for tests (a failing storage, a controlled clock); by
-    default storage comes from ``table.base_path`` and time is the wall clock (intents carry
-    epoch seconds written by other processes).
+    ``fs``, ``clock`` and ``schedule`` are seams for tests (a failing storage, a controlled
+    clock, scheduled work kept out of a test about intents); by default storage comes from
+    ``table.base_path``, time is the wall clock (intents carry epoch seconds written by other
+    processes) and the schedule derives from ``deletion`` (``Schedule.from_config``).
     """
 
     name = "deleter"
@@ -161,6 +149,7 @@ class DeleterService:
         *,
         fs: FileSystem | None = None,
         clock: Callable[[], float] = time.time,
+        schedule: Schedule | None = None,
     ) -> None:
         self.config = config
         self.metrics = Metrics(self.name)
@@ -184,7 +173,17 @@ class DeleterService:
         self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
         self._sender: IntentSender | None = None
-        self._replay_lock = asyncio.Lock()
+        self._dlq = DeletionDlq(config, self._fs, self._table_path, clock=clock, metrics=self.metrics)
+        self._reconciler = Reconciler(config.deletion, self._fs, self._table_path, self._cache,
+                                      clock=clock, metrics=self.metrics)
+        schedule = schedule if schedule is not None else Schedule.from_config(config.deletion)
+        self._sweeper = StagingSweeper(self._fs, self._table_path, self._cache, self._sweep_one,
+                                       min_age_s=schedule.sweep_min_age_s, clock=clock)
+        self.scheduled = ScheduledWork(
+            schedule, fs=self._fs, table_path=self._table_path, is_scheduler=self._is_scheduler,
+            sweep=self._sweeper.sweep, reconcile=self._scheduled_reconcile, clock=clock,
+            metrics=self.metrics,
+        )
 
     # --- lifecycle ------------------------------------------------------------------------
     def shutdown(self) -> None:
@@ -228,7 +227,7 @@ class DeleterService:
         await ensure_sink_topics(cfg)
         self._producer = AIOKafkaProducer(**producer_options(cfg.kafka, "hudi-sink-deleter"))
         await self._producer.start()
-        self._sender = IntentSender(self._producer, cfg.deletion_topic)
+        self._sender = IntentSender(self._producer, cfg.deletion_topic, metrics=self.metrics)
         self._consumer = AIOKafkaConsumer(**consumer_options(cfg.kafka, cfg.deleter_group))
         await self._consumer.start()
         self._consumer.subscribe(
@@ -240,22 +239,28 @@ class DeleterService:
                  cfg.deletion_retry_topic, cfg.deleter_group)
 
     async def _serve(self) -> None:
-        routine = asyncio.create_task(self._consume_routine(), name="deleter-consume")
+        routines = [
+            asyncio.create_task(self._consume_routine(), name="deleter-consume"),
+            asyncio.create_task(self.scheduled.run(self._stop), name="deleter-scheduled"),
+        ]
         stop = asyncio.create_task(self._stop.wait())
         try:
-            await asyncio.wait([routine, stop], return_when=asyncio.FIRST_COMPLETED)
-            if routine.done():
-                routine.result()  # a crashed routine is a fatal error: re-raise it
-                return
-            log.info("deleter stopping: stop intake, finish the batch in hand")
-            done, _ = await asyncio.wait([routine], timeout=DRAIN_TIMEOUT_S)
-            if not done:
-                log.warning("deleter stopping: batch not finished in %g s, cancelling", DRAIN_TIMEOUT_S)
+            await asyncio.wait([*routines, stop], return_when=asyncio.FIRST_COMPLETED)
+            for routine in routines:
+                if routine.done() and not self._stop.is_set():
+                    routine.result()  # a crashed routine is a fatal error: re-raise it
+                    raise RuntimeError(f"{routine.get_name()} ended while the deleter runs")
+            log.info("deleter stopping: stop intake, finish the batch and pass in hand")
+            done, pending = await asyncio.wait(routines, timeout=DRAIN_TIMEOUT_S)
+            if pending:
+                log.warning("deleter stopping: work not finished in %g s, cancelling", DRAIN_TIMEOUT_S)
+            for routine in done:
+                routine.result()
         finally:
             stop.cancel()
-            routine.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await routine
+            for routine in routines:
+                routine.cancel()
+            await asyncio.gather(*routines, return_exceptions=True)
 
     def _set_not_ready(self, reason: str) -> None:
         self._not_ready = [reason]
@@ -348,6 +353,7 @@ class DeleterService:
         """Settle records in offset order; return the offset to commit (last settled + 1)."""
         delay = self._delays.get(tp.topic, 0.0)
         next_offset: int | None = None
+        settled = 0
         for index, record in enumerate(records):
             if self._stop.is_set():
                 break
@@ -356,6 +362,10 @@ class DeleterService:
                 self._hold(tp, record.offset, due, len(records) - index)
                 break
             next_offset = record.offset + 1
+            settled += 1
+        if settled:
+            source = "deletion" if tp.topic == self.config.deletion_topic else "retry"
+            self.metrics.deletion_intents_settled(source, settled)
         return tp, next_offset
 
     def _due(self, record: ConsumerRecord, intent: PendingDelete, delay: float) -> float:
@@ -386,6 +396,7 @@ class DeleterService:
             if effect is not None:
                 self._count(effect)
                 log.info("%s %s (%s)", effect.value, intent.file_path, rule)
+                await self._prune_staging(intent.file_path, effect)
                 return _Step.SETTLED, 0.0
             error_class, message = "NotYetDecidable", rule
         try:
@@ -423,6 +434,57 @@ class DeleterService:
                 return Effect.KEPT_IN_USE, decision.rule
             case Outcome.RETRY_LATER:
                 return None, decision.rule
+
+    async def _prune_staging(self, path: str, effect: Effect) -> None:
+        """After ``path`` went away: remove its staging directory when that now holds no file
+        and its instant is finished. Best effort — a failure leaves it to the sweep."""
+        if effect not in (Effect.DELETED, Effect.MISSING_ALREADY):
+            return
+        located = staging_dir_of(self._table_path, path)
+        if located is None:
+            return
+        instant, directory = located
+        try:
+            snapshot = await self._cache.get(self._table_path, [instant])
+            if finished_reason(snapshot, instant) is None:
+                return
+            if await asyncio.to_thread(remove_if_empty, self._fs, directory):
+                self.counters.staging_dirs_removed += 1
+                self.metrics.deletion("staging_dir_removed")
+                log.info("removed the empty staging directory of finished instant %s", instant)
+        except _RUNTIME_ERRORS as exc:
+            log.warning("could not remove staging directory %s: %s: %s", directory,
+                        type(exc).__name__, exc)
+
+    async def _sweep_one(self, intent: PendingDelete) -> bool:
+        """The sweep's step for one file: the same decision and delete as an intent from the
+        topic, without the topic (a failure is retried by the next pass). True when gone.
+        Counted apart from intents (``swept``), so the intent counters stay about intents."""
+        try:
+            effect, rule = await self._settle(intent)
+        except _RUNTIME_ERRORS as exc:
+            self.metrics.deletion("sweep_failed")
+            log.warning("sweep: deleting %s failed: %s: %s", intent.file_path, type(exc).__name__, exc)
+            return False
+        if effect is Effect.DELETED:
+            self.counters.swept += 1
+            self.metrics.deletion("swept")
+            log.info("sweep: deleted %s (%s)", intent.file_path, rule)
+        elif effect is not Effect.MISSING_ALREADY:
+            log.info("sweep: kept %s (%s)", intent.file_path, rule)
+            return False
+        await self._prune_staging(intent.file_path, effect)
+        return True
+
+    def _is_scheduler(self) -> bool:
+        """Whether this member does the scheduled work: it holds deletion partition 0."""
+        consumer = self._consumer
+        if consumer is None or self.phase is not DeleterPhase.RUNNING:
+            return False
+        return TopicPartition(self.config.deletion_topic, 0) in consumer.assignment()
+
+    async def _scheduled_reconcile(self) -> ReconcileResult:
+        return await self.reconcile(dry_run=False)
 
     def _decide(
         self, intent: PendingDelete, snapshot: TableSnapshot, info: FileInfo | None
@@ -504,187 +566,20 @@ class DeleterService:
         c = self.counters
         return DeletionStats(
             pending=sum(self._held.values()), deleted=c.deleted, kept_in_use=c.kept_in_use,
-            retried=c.retried, dlq=c.dlq, reconcile_orphans=c.reconcile_orphans,
-            missing_already=c.missing_already, failed=c.failed, replayed=c.replayed,
-            undecodable=c.undecodable,
+            retried=c.retried, dlq=c.dlq, reconcile_orphans=self._reconciler.orphans_found,
+            missing_already=c.missing_already, failed=c.failed, replayed=self._dlq.replayed,
+            undecodable=c.undecodable, swept=c.swept, staging_dirs_removed=c.staging_dirs_removed,
+            scheduler=self.scheduled.active, sweeps=self.scheduled.sweeps,
+            reconciles=self.scheduled.reconciles,
         )
-
-    async def _read_dlq(self) -> list[ConsumerRecord]:
-        """Every DLQ record (ServiceUnavailable when Kafka cannot be reached)."""
-        try:
-            return await self._read_dlq_records()
-        except _SEND_ERRORS as exc:
-            raise ServiceUnavailable(f"cannot read {self.config.deletion_dlq_topic}: {exc}") from exc
-
-    async def _read_dlq_records(self) -> list[ConsumerRecord]:
-        """Every DLQ record, with a short-lived unmanaged consumer from the beginning."""
-        cfg = self.config
-        topic = cfg.deletion_dlq_topic
-        async with TopicAdmin(cfg.kafka, client_id="hudi-sink-deleter-dlq") as admin:
-            partitions = (await admin.partition_counts([topic])).get(topic, 0)
-        if partitions == 0:
-            return []
-        consumer = AIOKafkaConsumer(**consumer_options(cfg.kafka, None, "hudi-sink-deleter-dlq"))
-        await consumer.start()
-        records: list[ConsumerRecord] = []
-        try:
-            tps = [TopicPartition(topic, p) for p in range(partitions)]
-            consumer.assign(tps)
-            await consumer.seek_to_beginning(*tps)
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + DLQ_READ_LIMIT_S
-            while loop.time() < deadline and len(records) < DLQ_READ_MAX_RECORDS:
-                batch = await consumer.getmany(timeout_ms=DLQ_IDLE_MS)
-                if not batch:
-                    break
-                for part in batch.values():
-                    records.extend(part)
-        finally:
-            await consumer.stop()
-        records.sort(key=lambda r: (r.partition, r.offset))
-        return records
-
-    def _replay_state_path(self) -> str:
-        return posixpath.join(self._table_path, REPLAY_STATE)
-
-    def _load_replayed(self) -> dict[int, int]:
-        """DLQ partition → first offset not yet replayed (blocking: worker thread)."""
-        try:
-            raw = orjson.loads(self._fs.read_bytes(self._replay_state_path()))
-        except FileNotFoundError:
-            return {}
-        except orjson.JSONDecodeError as exc:
-            raise HudiSinkError(f"{self._replay_state_path()} is corrupt: {exc}") from None
-        if raw.get("topic") != self.config.deletion_dlq_topic:
-            return {}  # written for another sink name's DLQ
-        return {int(p): int(o) for p, o in (raw.get("next_offsets") or {}).items()}
-
-    def _save_replayed(self, next_offsets: dict[int, int]) -> None:
-        data = {"topic": self.config.deletion_dlq_topic,
-                "next_offsets": {str(p): o for p, o in sorted(next_offsets.items())}}
-        self._fs.write_atomic(self._replay_state_path(), orjson.dumps(data))
 
     async def list_dlq(self) -> list[DlqEntry]:
-        records = await self._read_dlq()
-        replayed = await asyncio.to_thread(self._load_replayed)
-        entries = []
-        for record in records:
-            headers = IntentHeaders.from_kafka(record.headers)
-            try:
-                intent: PendingDelete | None = PendingDelete.decode(record.value)
-            except DeletionDecodeError:
-                intent = None
-            source = (f"{headers.source_topic}:{headers.source_partition}:{headers.source_offset}"
-                      if headers.source_topic else None)
-            entries.append(DlqEntry(
-                partition=record.partition,
-                offset=record.offset,
-                file_path=intent.file_path if intent else None,
-                table_path=intent.table_path if intent else None,
-                reason=intent.reason.value if intent else None,
-                killing_instant=intent.killing_instant if intent else None,
-                attempts=intent.attempt if intent else headers.attempt,
-                last_error=headers.error_message,
-                error_class=headers.error_class,
-                dlq_reason=headers.dlq_reason,
-                first_failure_at=intent.first_failure_at if intent else None,
-                replayed=record.offset < replayed.get(record.partition, 0),
-                source=source,
-            ))
-        return entries
+        return await self._dlq.entries()
 
     async def replay_dlq(self) -> ReplayResult:
-        """Send every DLQ intent not replayed before back to the deletion topic (attempt 0,
-        due now). Replay is safe: each replayed intent is decided again from the table.
-        Progress is saved even when a send fails midway, so nothing is replayed twice by a
-        later call (except the failed one, which was not acked)."""
-        sender = self._sender
-        if sender is None:
+        if self._sender is None:
             raise ServiceUnavailable("the deleter is not running (no producer)")
-        async with self._replay_lock:
-            records = await self._read_dlq()
-            done = await asyncio.to_thread(self._load_replayed)
-            progress = dict(done)
-            replayed = already = undecodable = 0
-            try:
-                for record in records:
-                    if record.offset < done.get(record.partition, 0):
-                        already += 1
-                        continue
-                    try:
-                        intent = PendingDelete.decode(record.value)
-                    except DeletionDecodeError:
-                        undecodable += 1
-                    else:
-                        await sender.send(self.config.deletion_topic, *self._replay_of(record, intent))
-                        replayed += 1
-                        self.counters.replayed += 1
-                        self.metrics.deletion("replayed")
-                    progress[record.partition] = record.offset + 1
-            except _SEND_ERRORS as exc:
-                raise ServiceUnavailable(f"replay stopped after {replayed} intent(s): {exc}") from exc
-            finally:
-                if progress != done:
-                    await asyncio.to_thread(self._save_replayed, progress)
-            log.info("replayed %d DLQ intent(s) (%d replayed before, %d undecodable)",
-                     replayed, already, undecodable)
-            return ReplayResult(replayed=replayed, already_replayed=already, undecodable=undecodable)
-
-    def _replay_of(
-        self, record: ConsumerRecord, intent: PendingDelete
-    ) -> tuple[PendingDelete, IntentHeaders]:
-        """The replayed intent (attempt 0, due now) and its headers (provenance kept)."""
-        incoming = IntentHeaders.from_kafka(record.headers)
-        headers = IntentHeaders(
-            source_topic=incoming.source_topic,
-            source_partition=incoming.source_partition,
-            source_offset=incoming.source_offset,
-            replayed_from=f"{record.topic}:{record.partition}:{record.offset}",
-        )
-        return intent.model_copy(update={"attempt": 0, "not_before": self._clock()}), headers
+        return await self._dlq.replay(self._sender)
 
     async def reconcile(self, *, dry_run: bool = True) -> ReconcileResult:
-        """Orphan scan (DESIGN §4): storage minus everything any instant references, older
-        than ``orphan_min_age_s``; reported, or enqueued as ORPHAN intents."""
-        if not dry_run and self._sender is None:
-            raise ServiceUnavailable("the deleter is not running (no producer)")
-        cfg = self.config.deletion
-        snapshot = await self._cache.refresh(self._table_path, max_age_s=0.0)
-        now = self._clock()
-        orphans = await asyncio.to_thread(
-            scan_orphans, self._fs, snapshot, now=now, min_age_s=cfg.orphan_min_age_s
-        )
-        self.counters.reconcile_orphans += len(orphans)
-        if orphans:
-            self.metrics.deletion("orphan_found", len(orphans))
-        enqueued = 0
-        if orphans and not dry_run:
-            assert self._sender is not None
-            intents = [self._orphan_intent(o.path, now + cfg.send_delay_s) for o in orphans]
-            try:
-                await self._sender.send_intents(intents)
-            except _SEND_ERRORS as exc:
-                raise ServiceUnavailable(f"orphan intents not acked: {exc}") from exc
-            enqueued = len(intents)
-            self.metrics.deletion("orphan_enqueued", enqueued)
-        log.info("reconcile (%s): %d orphan(s), %d enqueued", "dry run" if dry_run else "enqueue",
-                 len(orphans), enqueued)
-        return ReconcileResult(
-            dry_run=dry_run,
-            orphans=[OrphanView(path=o.path, size=o.size, age_s=round(o.age_s, 1)) for o in orphans],
-            enqueued=enqueued,
-        )
-
-    def _orphan_intent(self, path: str, not_before: float) -> PendingDelete:
-        relative = relative_path(self._table_path, path)
-        parsed = parse_base_file_name(posixpath.basename(path))
-        return PendingDelete(
-            table_path=self._table_path,
-            file_path=path,
-            file_id=parsed.file_id if parsed else None,
-            file_instant=own_instant(relative) if relative else None,
-            reason=DeletionReason.ORPHAN,
-            killing_instant=None,
-            check_in_use=True,
-            not_before=not_before,
-        )
+        return await self._reconciler.reconcile(self._sender, dry_run=dry_run)

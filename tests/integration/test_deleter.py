@@ -1,8 +1,8 @@
 """The deleter service in-process against the session broker and a real table on disk.
 
-Each test runs a ``DeleterService`` (send delay 1 s, reconsume-later 1 s, 2 redeliveries),
-builds table state with ``HudiTable`` and the sink log, sends intents the way the coordinator
-does, and checks storage, ``/deletions/*`` and the group's committed offsets.
+Each test runs a ``DeleterService`` (send delay 1 s, reconsume-later 1 s, 2 redeliveries, no
+scheduled work), builds table state with ``HudiTable`` and the sink log, sends intents the way
+the coordinator does, and checks storage, ``/deletions/*`` and the group's committed offsets.
 """
 
 from __future__ import annotations
@@ -10,179 +10,26 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
-import httpx
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from deleter_harness import (
+    HOUR,
+    T1,
+    T2,
+    T3,
+    FlakyFileSystem,
+    RecordingFileSystem,
+    Table,
+    deleter,
+    sink_config,
+)
 
-from services.deleter.service import DeleterService
 from shared.broker import EmbeddedBroker
-from shared.config import SinkConfig
-from shared.deletion import DeletionReason, IntentSender, KafkaDisposal, PendingDelete
-from shared.fs import LocalFileSystem
+from shared.deletion import DeletionReason, KafkaDisposal
 from shared.hudi.naming import base_file_name
-from shared.hudi.table import HudiTable, WriteStat, build_commit_metadata
-from shared.kafka import TopicAdmin, consumer_options, producer_options
-from shared.schema import TableSchema
-from shared.sink_log import EntryKind, LogEntry, SinkLog
 
 pytestmark = pytest.mark.timeout(120)
-
-DDL = "id STRING, ts TIMESTAMP, country STRING, amount DOUBLE"
-T1, T2, T3 = "20250101000000001", "20250101000000002", "20250101000000003"
-HOUR = 3600.0
-
-
-def sink_config(broker: EmbeddedBroker, name: str, base: Path) -> SinkConfig:
-    return SinkConfig.model_validate({
-        "name": name,
-        "kafka": {"bootstrap_servers": broker.bootstrap, "topics": [f"{name}-data"],
-                  "session_timeout_ms": 3000, "startup_timeout_s": 20},
-        "table": {"base_path": str(base), "name": "orders", "partition_field": "country",
-                  "schema": DDL},
-        "deletion": {"partitions": 2, "send_delay_s": 1, "reconsume_later_s": 1,
-                     "max_redeliveries": 2, "orphan_min_age_s": 60},
-        "admin": {"host": "127.0.0.1", "port": 0},
-    })
-
-
-class Table:
-    """A table on disk plus the sink-log moves the coordinator would make."""
-
-    def __init__(self, config: SinkConfig) -> None:
-        self.fs = LocalFileSystem()
-        self.base = config.table.base_path
-        self.hudi = HudiTable(self.fs, self.base)
-        self.schema = TableSchema.from_config(config.table)
-        self.hudi.initialize(config.table, self.schema)
-        self.log = SinkLog(self.fs, self.base)
-
-    @staticmethod
-    def write(path: str, age_s: float = 0) -> str:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        pq.write_table(pa.table({"id": ["a", "b"]}), path)
-        if age_s:
-            then = time.time() - age_s
-            os.utime(path, (then, then))
-        return path
-
-    def staged(self, instant: str, fid: str = "aaaa-1") -> str:
-        name = base_file_name(fid, "0-0-1", instant)
-        return self.write(self.hudi.staging_path(instant, "de", name))
-
-    def commit(self, instant: str, fid: str = "cccc-1", age_s: float = 0) -> str:
-        """Complete ``instant`` listing one base file; returns its absolute path."""
-        self.hudi.start_instant(instant)
-        relative = f"de/{base_file_name(fid, '0-0-1', instant)}"
-        path = self.write(f"{self.base}/{relative}", age_s)
-        size = os.path.getsize(path)
-        stat = WriteStat(file_id=fid, path=relative, partition_path="de", num_writes=2,
-                         num_inserts=2, file_size_bytes=size, total_write_bytes=size)
-        metadata = build_commit_metadata([stat], {"schema": self.schema.avro_schema_json()})
-        self.hudi.complete_instant(instant, metadata)
-        return path
-
-    def abort(self, instant: str) -> None:
-        """Decide ABORT in the sink log, then roll back (staged files left to the deleter)."""
-        seq = self.log.read_state().last_seq + 1
-        assert self.log.try_append(LogEntry(seq=seq, kind=EntryKind.ABORT, epoch=1, instant=instant))
-        self.hudi.rollback_instant(instant, delete_staging=False)
-
-
-class FlakyFileSystem(LocalFileSystem):
-    """Storage whose deletes fail while ``broken`` (a bucket policy denying DeleteObject)."""
-
-    broken = False
-
-    def delete(self, path: str) -> bool:
-        if self.broken:
-            raise PermissionError(f"delete denied: {path}")
-        return super().delete(path)
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
-class Harness:
-    def __init__(self, config: SinkConfig, service: DeleterService, producer: AIOKafkaProducer,
-                 http: httpx.AsyncClient) -> None:
-        self.config = config
-        self.service = service
-        self.http = http
-        self.sender = IntentSender(producer, config.deletion_topic)
-        self.base = config.table.base_path
-
-    def intent(self, path: str, reason: DeletionReason, killing: str | None, **extra: Any) -> PendingDelete:
-        return PendingDelete(table_path=extra.pop("table_path", self.base), file_path=path,
-                             reason=reason, killing_instant=killing,
-                             not_before=time.time() + self.config.deletion.send_delay_s, **extra)
-
-    async def stats(self) -> dict[str, int]:
-        response = await self.http.get("/deletions/stats")
-        assert response.status_code == 200
-        return response.json()
-
-    async def wait_stat(self, key: str, value: int, timeout_s: float = 15) -> dict[str, int]:
-        async def reached() -> bool:
-            return (await self.stats())[key] >= value
-
-        await eventually(reached, timeout_s, f"stats[{key}] >= {value}")
-        return await self.stats()
-
-    async def committed(self, topic: str) -> int:
-        """Sum of the deleter group's committed offsets on ``topic`` (= records settled)."""
-        kafka = self.config.kafka
-        async with TopicAdmin(kafka) as admin:
-            partitions = (await admin.partition_counts([topic]))[topic]
-        consumer = AIOKafkaConsumer(**consumer_options(kafka, self.config.deleter_group))
-        await consumer.start()
-        try:
-            offsets = [await consumer.committed(TopicPartition(topic, p)) for p in range(partitions)]
-        finally:
-            await consumer.stop()
-        return sum(o or 0 for o in offsets)
-
-    async def wait_committed(self, topic: str, count: int, timeout_s: float = 10) -> None:
-        async def reached() -> bool:
-            return await self.committed(topic) == count
-
-        await eventually(reached, timeout_s, f"{count} committed offsets on {topic}")
-
-
-@asynccontextmanager
-async def deleter(broker: EmbeddedBroker, name: str, base: Path,
-                  fs: LocalFileSystem | None = None) -> AsyncIterator[tuple[Harness, Table]]:
-    config = sink_config(broker, name, base)
-    table = Table(config)
-    service = DeleterService(config, fs=fs)
-    task = asyncio.create_task(service.run())
-    producer = AIOKafkaProducer(**producer_options(config.kafka, "test-intents"))
-    await producer.start()
-    transport = httpx.ASGITransport(app=service.admin_app())
-    try:
-        async with httpx.AsyncClient(transport=transport, base_url="http://deleter") as http:
-            async def ready() -> bool:
-                if task.done():
-                    task.result()
-                return (await http.get("/ready")).status_code == 200
-
-            await eventually(ready, 30, "the deleter to join its group")
-            yield Harness(config, service, producer, http), table
-    finally:
-        await producer.stop()
-        service.shutdown()
-        await asyncio.wait_for(task, 20)
 
 
 async def test_inflight_file_waits_until_its_instant_is_rolled_back(
@@ -201,6 +48,47 @@ async def test_inflight_file_waits_until_its_instant_is_rolled_back(
         stats = await h.wait_stat("deleted", 1)
         assert not os.path.exists(staged)
         assert stats["dlq"] == 0 and stats["kept_in_use"] == 0
+        await h.wait_committed(h.config.deletion_topic, 1)
+
+
+async def test_deleting_the_last_staged_file_removes_the_staging_directory(
+    broker: EmbeddedBroker, tmp_path: Path, unique_name: str
+) -> None:
+    async with deleter(broker, unique_name, tmp_path / "t") as (h, table):
+        table.hudi.start_instant(T1)
+        first, second = table.staged(T1, "aaaa-1"), table.staged(T1, "bbbb-1")
+        table.abort(T1)
+        staging = table.hudi.staging_dir(T1)
+
+        await h.sender.send_intents([h.intent(first, DeletionReason.ABORTED_INSTANT, T1)])
+        await h.wait_stat("deleted", 1)
+        assert not os.path.exists(first) and os.path.exists(second)
+        assert os.path.isdir(staging), "a staging directory still holding a file was removed"
+
+        await h.sender.send_intents([h.intent(second, DeletionReason.ABORTED_INSTANT, T1)])
+        stats = await h.wait_stat("staging_dirs_removed", 1)
+        assert not os.path.exists(staging)
+        assert stats["deleted"] == 2 and stats["swept"] == 0 and stats["sweeps"] == 0
+
+
+async def test_a_due_time_in_the_future_is_not_acted_on_early(
+    broker: EmbeddedBroker, tmp_path: Path, unique_name: str
+) -> None:
+    storage = RecordingFileSystem()
+    base = tmp_path / "t"
+    config = sink_config(broker, unique_name, base, send_delay_s=5)
+    async with deleter(broker, unique_name, base, fs=storage, config=config) as (h, table):
+        table.hudi.start_instant(T1)
+        staged = table.staged(T1)
+        table.abort(T1)  # dead from the start: only its due time holds the intent back
+        due = time.time() + 3
+        await h.sender.send_intents([h.intent(staged, DeletionReason.ABORTED_INSTANT, T1,
+                                              not_before=due)])
+
+        await h.wait_stat("pending", 1)  # fetched, then handed back until due
+        assert os.path.exists(staged)
+        await h.wait_stat("deleted", 1)
+        assert storage.deleted_at[staged] >= due
         await h.wait_committed(h.config.deletion_topic, 1)
 
 

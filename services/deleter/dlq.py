@@ -1,0 +1,192 @@
+"""The deletion DLQ seen from REST: list it, replay it (DESIGN §4, "Retry").
+
+Intents land in ``<name>-deletion-dlq`` after ``max_redeliveries`` (or undecodable). Listing
+reads the whole topic with a short-lived consumer outside the group; replaying sends every
+intent not replayed before back to the deletion topic (attempt 0, due now), where it is
+decided again from the table, so a replay can never delete a live file. How far replay got is
+kept in the table (``.hoodie/.sink/deleter/dlq-replayed.json``), so two calls never replay the
+same record twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import posixpath
+from collections.abc import Callable
+
+import orjson
+from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
+from aiokafka.structs import ConsumerRecord, TopicPartition
+
+from services.deleter.rest import DlqEntry, ReplayResult, ServiceUnavailable
+from shared.config import SinkConfig
+from shared.deletion import DeletionDecodeError, IntentHeaders, IntentSender, PendingDelete
+from shared.errors import HudiSinkError
+from shared.fs import FileSystem
+from shared.kafka import TopicAdmin, consumer_options
+from shared.metrics import Metrics
+
+__all__ = ["DeletionDlq", "REPLAY_STATE"]
+
+log = logging.getLogger("hudi_sink.deleter.dlq")
+
+DLQ_IDLE_MS = 1000
+"""A DLQ read stops at the first fetch that stays empty this long (end offsets are not
+trusted: tansu reports them wrong for multi-record batches)."""
+DLQ_READ_LIMIT_S = 30.0
+DLQ_READ_MAX_RECORDS = 100_000
+REPLAY_STATE = ".hoodie/.sink/deleter/dlq-replayed.json"
+_KAFKA_ERRORS = (KafkaError, OSError, TimeoutError)
+
+
+class DeletionDlq:
+    """List and replay ``<name>-deletion-dlq``."""
+
+    def __init__(
+        self,
+        config: SinkConfig,
+        fs: FileSystem,
+        table_path: str,
+        *,
+        clock: Callable[[], float],
+        metrics: Metrics,
+    ) -> None:
+        self._config = config
+        self._fs = fs
+        self._state_path = posixpath.join(table_path, REPLAY_STATE)
+        self._clock = clock
+        self._metrics = metrics
+        self._lock = asyncio.Lock()
+        self.replayed = 0
+        """Intents replayed by this process."""
+
+    async def read(self) -> list[ConsumerRecord]:
+        """Every DLQ record (ServiceUnavailable when Kafka cannot be reached)."""
+        try:
+            return await self._read_records()
+        except _KAFKA_ERRORS as exc:
+            raise ServiceUnavailable(f"cannot read {self._config.deletion_dlq_topic}: {exc}") from exc
+
+    async def _read_records(self) -> list[ConsumerRecord]:
+        """Every DLQ record, with a short-lived unmanaged consumer from the beginning."""
+        cfg = self._config
+        topic = cfg.deletion_dlq_topic
+        async with TopicAdmin(cfg.kafka, client_id="hudi-sink-deleter-dlq") as admin:
+            partitions = (await admin.partition_counts([topic])).get(topic, 0)
+        if partitions == 0:
+            return []
+        consumer = AIOKafkaConsumer(**consumer_options(cfg.kafka, None, "hudi-sink-deleter-dlq"))
+        await consumer.start()
+        records: list[ConsumerRecord] = []
+        try:
+            tps = [TopicPartition(topic, p) for p in range(partitions)]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + DLQ_READ_LIMIT_S
+            while loop.time() < deadline and len(records) < DLQ_READ_MAX_RECORDS:
+                batch = await consumer.getmany(timeout_ms=DLQ_IDLE_MS)
+                if not batch:
+                    break
+                for part in batch.values():
+                    records.extend(part)
+        finally:
+            await consumer.stop()
+        records.sort(key=lambda r: (r.partition, r.offset))
+        return records
+
+    def _load_replayed(self) -> dict[int, int]:
+        """DLQ partition → first offset not yet replayed (blocking: worker thread)."""
+        try:
+            raw = orjson.loads(self._fs.read_bytes(self._state_path))
+        except FileNotFoundError:
+            return {}
+        except orjson.JSONDecodeError as exc:
+            raise HudiSinkError(f"{self._state_path} is corrupt: {exc}") from None
+        if raw.get("topic") != self._config.deletion_dlq_topic:
+            return {}  # written for another sink name's DLQ
+        return {int(p): int(o) for p, o in (raw.get("next_offsets") or {}).items()}
+
+    def _save_replayed(self, next_offsets: dict[int, int]) -> None:
+        data = {"topic": self._config.deletion_dlq_topic,
+                "next_offsets": {str(p): o for p, o in sorted(next_offsets.items())}}
+        self._fs.write_atomic(self._state_path, orjson.dumps(data))
+
+    async def entries(self) -> list[DlqEntry]:
+        records = await self.read()
+        replayed = await asyncio.to_thread(self._load_replayed)
+        return [_entry(record, replayed) for record in records]
+
+    async def replay(self, sender: IntentSender) -> ReplayResult:
+        """Send every DLQ intent not replayed before back to the deletion topic (attempt 0,
+        due now). Replay is safe: each replayed intent is decided again from the table.
+        Progress is saved even when a send fails midway, so nothing is replayed twice by a
+        later call (except the failed one, which was not acked)."""
+        async with self._lock:
+            records = await self.read()
+            done = await asyncio.to_thread(self._load_replayed)
+            progress = dict(done)
+            replayed = already = undecodable = 0
+            try:
+                for record in records:
+                    if record.offset < done.get(record.partition, 0):
+                        already += 1
+                        continue
+                    try:
+                        intent = PendingDelete.decode(record.value)
+                    except DeletionDecodeError:
+                        undecodable += 1
+                    else:
+                        await sender.send(self._config.deletion_topic, *self._replay_of(record, intent))
+                        replayed += 1
+                        self.replayed += 1
+                        self._metrics.deletion("replayed")
+                    progress[record.partition] = record.offset + 1
+            except _KAFKA_ERRORS as exc:
+                raise ServiceUnavailable(f"replay stopped after {replayed} intent(s): {exc}") from exc
+            finally:
+                if progress != done:
+                    await asyncio.to_thread(self._save_replayed, progress)
+            log.info("replayed %d DLQ intent(s) (%d replayed before, %d undecodable)",
+                     replayed, already, undecodable)
+            return ReplayResult(replayed=replayed, already_replayed=already, undecodable=undecodable)
+
+    def _replay_of(
+        self, record: ConsumerRecord, intent: PendingDelete
+    ) -> tuple[PendingDelete, IntentHeaders]:
+        """The replayed intent (attempt 0, due now) and its headers (provenance kept)."""
+        incoming = IntentHeaders.from_kafka(record.headers)
+        headers = IntentHeaders(
+            source_topic=incoming.source_topic,
+            source_partition=incoming.source_partition,
+            source_offset=incoming.source_offset,
+            replayed_from=f"{record.topic}:{record.partition}:{record.offset}",
+        )
+        return intent.model_copy(update={"attempt": 0, "not_before": self._clock()}), headers
+
+
+def _entry(record: ConsumerRecord, replayed: dict[int, int]) -> DlqEntry:
+    headers = IntentHeaders.from_kafka(record.headers)
+    try:
+        intent: PendingDelete | None = PendingDelete.decode(record.value)
+    except DeletionDecodeError:
+        intent = None
+    source = (f"{headers.source_topic}:{headers.source_partition}:{headers.source_offset}"
+              if headers.source_topic else None)
+    return DlqEntry(
+        partition=record.partition,
+        offset=record.offset,
+        file_path=intent.file_path if intent else None,
+        table_path=intent.table_path if intent else None,
+        reason=intent.reason.value if intent else None,
+        killing_instant=intent.killing_instant if intent else None,
+        attempts=intent.attempt if intent else headers.attempt,
+        last_error=headers.error_message,
+        error_class=headers.error_class,
+        dlq_reason=headers.dlq_reason,
+        first_failure_at=intent.first_failure_at if intent else None,
+        replayed=record.offset < replayed.get(record.partition, 0),
+        source=source,
+    )

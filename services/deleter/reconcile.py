@@ -1,0 +1,97 @@
+"""The orphan scan (DESIGN §4, "Reconcile"): storage minus everything any instant references.
+
+``table_state.scan_orphans`` does the listing; this module turns it into a report, or (not a
+dry run) into ORPHAN intents on the deletion topic, acked before it answers. Enqueued
+orphans are decided like every other intent when they are due (``send_delay_s`` later), so
+a file some instant started to reference in between is still kept. It runs on request
+(``POST /deletions/reconcile``) and on a schedule (``schedule.ScheduledWork``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import posixpath
+from collections.abc import Callable
+
+from aiokafka.errors import KafkaError
+
+from services.deleter.rest import OrphanView, ReconcileResult, ServiceUnavailable
+from services.deleter.table_state import TableStateCache, own_instant, relative_path, scan_orphans
+from shared.config import DeletionConfig
+from shared.deletion import DeletionReason, IntentSender, PendingDelete
+from shared.fs import FileSystem
+from shared.hudi.naming import parse_base_file_name
+from shared.metrics import Metrics
+
+__all__ = ["Reconciler"]
+
+log = logging.getLogger("hudi_sink.deleter.reconcile")
+
+_SEND_ERRORS = (KafkaError, OSError, TimeoutError)
+
+
+class Reconciler:
+    def __init__(
+        self,
+        config: DeletionConfig,
+        fs: FileSystem,
+        table_path: str,
+        cache: TableStateCache,
+        *,
+        clock: Callable[[], float],
+        metrics: Metrics,
+    ) -> None:
+        self._config = config
+        self._fs = fs
+        self._table_path = table_path
+        self._cache = cache
+        self._clock = clock
+        self._metrics = metrics
+        self.orphans_found = 0
+        """Orphans reported by this process's scans (dry runs included)."""
+
+    async def reconcile(self, sender: IntentSender | None, *, dry_run: bool = True) -> ReconcileResult:
+        """Orphans older than ``orphan_min_age_s``; reported, or enqueued as ORPHAN intents
+        (``sender`` required then)."""
+        if not dry_run and sender is None:
+            raise ServiceUnavailable("the deleter is not running (no producer)")
+        cfg = self._config
+        snapshot = await self._cache.refresh(self._table_path, max_age_s=0.0)
+        now = self._clock()
+        orphans = await asyncio.to_thread(
+            scan_orphans, self._fs, snapshot, now=now, min_age_s=cfg.orphan_min_age_s
+        )
+        self.orphans_found += len(orphans)
+        if orphans:
+            self._metrics.deletion("orphan_found", len(orphans))
+        enqueued = 0
+        if orphans and sender is not None and not dry_run:
+            intents = [self._orphan_intent(o.path, now + cfg.send_delay_s) for o in orphans]
+            try:
+                await sender.send_intents(intents)
+            except _SEND_ERRORS as exc:
+                raise ServiceUnavailable(f"orphan intents not acked: {exc}") from exc
+            enqueued = len(intents)
+            self._metrics.deletion("orphan_enqueued", enqueued)
+        log.info("reconcile (%s): %d orphan(s), %d enqueued", "dry run" if dry_run else "enqueue",
+                 len(orphans), enqueued)
+        return ReconcileResult(
+            dry_run=dry_run,
+            orphans=[OrphanView(path=o.path, size=o.size, age_s=round(o.age_s, 1)) for o in orphans],
+            enqueued=enqueued,
+        )
+
+    def _orphan_intent(self, path: str, not_before: float) -> PendingDelete:
+        relative = relative_path(self._table_path, path)
+        parsed = parse_base_file_name(posixpath.basename(path))
+        return PendingDelete(
+            table_path=self._table_path,
+            file_path=path,
+            file_id=parsed.file_id if parsed else None,
+            file_instant=own_instant(relative) if relative else None,
+            reason=DeletionReason.ORPHAN,
+            killing_instant=None,
+            check_in_use=True,
+            not_before=not_before,
+        )
