@@ -29,6 +29,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 from fastapi import APIRouter
 
+from services.participant.assignment import PartitionRegistry
 from services.participant.decoder import RecordDecoder
 from services.participant.dlq_sender import DeadLetterSender, DeadLetterSendError
 from services.participant.flusher import MAX_CONCURRENT_FLUSHES, Flusher
@@ -68,7 +69,7 @@ class _RebalanceSignal(ConsumerRebalanceListener):
         self._service = service
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
-        self._service._revoked(list(revoked))
+        self._service._registry.revoked(list(revoked))
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
         self._service._assigned(list(assigned))
@@ -99,10 +100,7 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         self._writer = SparkWriter(config.spark, self._fs)
         self._flusher = Flusher(config, self.schema, self._table, self._writer, self.metrics,
                                 self._faults, writer_nonce=secrets.randbelow(2**31))
-        self._partitions: dict[tuple[str, int], TransactionParticipant] = {}
-        self._parked: dict[tuple[str, int], TransactionParticipant] = {}
-        self._pending_assignment: list[KafkaTopicPartition] | None = None
-        self._joined = False
+        self._registry = PartitionRegistry(self._new_partition)
         self._max_epoch = 0
         self._announced_epoch = 0
         """Newest coordinator epoch this process announced its partitions to."""
@@ -119,7 +117,7 @@ class ParticipantService(ServiceShell[ParticipantClients]):
 
     # --- lifecycle ----------------------------------------------------------------------
     def running_readiness(self) -> list[str]:
-        if not self._joined:
+        if not self._registry.joined:
             return [f"not yet joined consumer group {self.config.participants_group}"]
         if not self._writer.warmed:
             return ["SparkSession not warmed yet"]
@@ -187,41 +185,25 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         await asyncio.to_thread(self._writer.stop)
 
     # --- rebalance ------------------------------------------------------------------------
-    def _revoked(self, revoked: list[KafkaTopicPartition]) -> None:
-        # The development broker revokes everything on each rebalance: park the state and
-        # give it back if the partition returns to this member.
-        for ktp in revoked:
-            state = self._partitions.pop((ktp.topic, ktp.partition), None)
-            if state is not None:
-                self._parked[state.key] = state
-
     def _assigned(self, assigned: list[KafkaTopicPartition]) -> None:
         if self._running is not None and assigned:
             self._running.consumer.pause(*assigned)
-        self._pending_assignment = assigned
-        self._joined = True
+        self._registry.assigned(assigned)
 
     def _apply_assignment(self) -> None:
-        assigned, self._pending_assignment = self._pending_assignment, None
-        if assigned is None:
+        applied = self._registry.apply()
+        if applied is None:
             return
         consumer = self.clients.consumer
-        fresh: list[TopicPartition] = []
-        for ktp in assigned:
-            key = (ktp.topic, ktp.partition)
-            state = self._parked.pop(key, None) or self._partitions.get(key)
-            if state is None:
-                state = self._new_partition(ktp.topic, ktp.partition)
-            self._partitions[key] = state
+        for ktp, state in applied.owned:
             if state.phase is PartitionPhase.WRITING:
                 consumer.seek(ktp, state.next_offset)
                 consumer.resume(ktp)
-            fresh.append(TopicPartition(topic=ktp.topic, partition=ktp.partition))
-        for key, state in self._parked.items():
-            state.abandoned = True  # its running flushes must not write any more
-            self.metrics.partition_failed(key[0], key[1], False)
-            log.info("partition %s-%d moved away (instant %s abandoned here)", *key, state.instant)
-        self._parked.clear()
+        for state in applied.abandoned:
+            self.metrics.partition_failed(state.topic, state.partition, False)
+            log.info("partition %s-%d moved away (instant %s abandoned here)", state.topic,
+                     state.partition, state.instant)
+        fresh = [TopicPartition(topic=k.topic, partition=k.partition) for k, _ in applied.owned]
         log.info("assigned %s", sorted(f"{t.topic}-{t.partition}" for t in fresh))
         if fresh:
             self._spawn(self._announce(fresh), "announce")
@@ -240,19 +222,19 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         await self.clients.channel.send(ParticipantReady(partitions=partitions), commit_time=None, epoch=0)
         now = time.monotonic()
         for tp in partitions:
-            state = self._partitions.get(tp.key())
+            state = self._registry.active.get(tp.key())
             if state is not None:
                 state.last_signal_at = now
 
     # --- data ---------------------------------------------------------------------------
     async def _data_routine(self, consumer: AIOKafkaConsumer) -> None:
         while True:
-            if self._pending_assignment is not None:
+            if self._registry.has_pending:
                 self._apply_assignment()
             batches = await consumer.getmany(timeout_ms=100, max_records=20000)
             fetched = {(ktp.topic, ktp.partition) for ktp in batches}
             for ktp, records in batches.items():
-                state = self._partitions.get((ktp.topic, ktp.partition))
+                state = self._registry.active.get((ktp.topic, ktp.partition))
                 if state is None:
                     continue
                 self.metrics.records_consumed(ktp.topic, len(records))
@@ -276,7 +258,7 @@ class ParticipantService(ServiceShell[ParticipantClients]):
                 if lag is not None:
                     self.metrics.partition_lag(ktp.topic, ktp.partition, lag)
             now = time.monotonic()
-            for state in list(self._partitions.values()):
+            for state in list(self._registry.active.values()):
                 if state.is_drained(now, state.key in fetched):
                     self._begin_report(state)
 
@@ -302,7 +284,7 @@ class ParticipantService(ServiceShell[ParticipantClients]):
             self._running is not None
             and state.accepting
             and len(state.flushes) < MAX_CONCURRENT_FLUSHES
-            and self._partitions.get(state.key) is state
+            and self._registry.active.get(state.key) is state
         ):
             with contextlib.suppress(Exception):
                 self._running.consumer.resume(KafkaTopicPartition(state.topic, state.partition))
@@ -362,17 +344,17 @@ class ParticipantService(ServiceShell[ParticipantClients]):
 
     def _targets(self, targets: list[TopicPartition] | None) -> Iterable[TransactionParticipant]:
         if targets is None:
-            return list(self._partitions.values())
-        return [self._partitions[t.key()] for t in targets if t.key() in self._partitions]
+            return list(self._registry.active.values())
+        return [self._registry.active[t.key()] for t in targets if t.key() in self._registry.active]
 
     def _on_start(self, instant: str, epoch: int, start: StartCommit) -> None:
         consumer = self.clients.consumer
-        if epoch > self._announced_epoch and self._partitions:
+        if epoch > self._announced_epoch and self._registry.active:
             # A new leader forgot who owns what: tell it (it waits for an owner before
             # ending an instant, so an unannounced writer would never be asked to report).
             self._announced_epoch = epoch
             self._spawn(self._announce([TopicPartition(topic=t, partition=p)
-                                        for t, p in sorted(self._partitions)]), "announce")
+                                        for t, p in sorted(self._registry.active)]), "announce")
         offsets = {(o.topic, o.partition): o.offset for o in start.offsets}
         for state in self._targets(start.targets):
             if not state.should_begin(instant, epoch):
@@ -468,7 +450,7 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         consumer = self.clients.consumer
         offsets = {(o.topic, o.partition): o.offset for o in ack.offsets}
         to_commit: dict[KafkaTopicPartition, OffsetAndMetadata] = {}
-        for state in self._partitions.values():
+        for state in self._registry.active.values():
             if state.instant != instant or state.phase is not PartitionPhase.REPORTED:
                 continue
             offset = offsets.get(state.key, state.next_offset)
@@ -505,13 +487,13 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         writing_silence = self.config.transaction.interval_ms / 1000 + interval
         idle = [
             TopicPartition(topic=s.topic, partition=s.partition)
-            for s in self._partitions.values()
+            for s in self._registry.active.values()
             if (s.phase is PartitionPhase.WAITING and now - s.last_signal_at > interval)
             or (s.phase is PartitionPhase.WRITING and now - s.last_signal_at > writing_silence)
         ]
         if idle:
             await self._announce(idle)
-        for state in list(self._partitions.values()):
+        for state in list(self._registry.active.values()):
             if state.phase is PartitionPhase.REPORTED and now - state.last_signal_at > interval:
                 await self._resend_status(state)
             lag = state.lag()
@@ -538,5 +520,5 @@ class ParticipantService(ServiceShell[ParticipantClients]):
                 lag=state.lag(),
                 failed=state.failure,
             )
-            for state in sorted(self._partitions.values(), key=lambda s: s.key)
+            for state in sorted(self._registry.active.values(), key=lambda s: s.key)
         ]
