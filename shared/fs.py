@@ -8,7 +8,13 @@ code. The interface is deliberately small and maps onto object-store primitives:
 - ``create_exclusive`` -> PUT with ``If-None-Match: *`` (the fencing primitive: the second
   writer of the same path loses, and nobody ever sees partial content),
 - ``rename`` -> copy + delete (not atomic on object stores; callers must make it idempotent,
-  which is why the table code tolerates "already moved").
+  which is why the table code tolerates "already moved"),
+- ``fsync_file`` / ``fsync_dir`` -> no-ops on object stores (a completed PUT is durable).
+
+Durability: ``write_atomic`` and ``create_exclusive`` are durable when they return (content and
+directory entry). ``rename`` is *not* by itself: a caller that moves many files makes them
+durable once, with one ``fsync_file`` per file and one ``fsync_dir`` per distinct directory,
+instead of paying two directory syncs per move.
 
 All methods are synchronous: callers in asyncio code run them in worker threads
 (``asyncio.to_thread``), which keeps the implementations simple and blocking-safe.
@@ -99,6 +105,17 @@ class FileSystem(Protocol):
         """Create a directory and its parents; a no-op where directories do not exist."""
         ...
 
+    def fsync_file(self, path: str) -> None:
+        """Make a file's content durable (its directory entry needs ``fsync_dir``).
+
+        FileNotFoundError when missing; a no-op where every completed write is durable."""
+        ...
+
+    def fsync_dir(self, path: str) -> None:
+        """Make a directory's entries (creations, renames, removals) durable; a missing
+        directory is fine (nothing to persist), a no-op where directories do not exist."""
+        ...
+
 
 def _local(path: str) -> str:
     """Local path for ``path`` or a ``file://`` URI.
@@ -118,18 +135,57 @@ def _local(path: str) -> str:
     return path
 
 
+# fsync errors meaning "this kind of file cannot be synced" (nothing to persist), as opposed to
+# EIO/ENOSPC, which mean the data may be lost and must surface.
+_NO_SYNC_ERRNOS = frozenset({errno.EINVAL, errno.EROFS, errno.ENOTSUP, errno.EOPNOTSUPP})
+
+
 def _fsync_dir(directory: str) -> None:
-    """Make a new directory entry durable; best effort (not every OS/filesystem allows it)."""
+    """Make a directory's entries durable.
+
+    A directory that is gone, or one the OS cannot open or sync (no ``O_DIRECTORY``, a
+    filesystem without directory sync), has nothing this process could persist; an I/O error
+    during the sync itself is raised, because then a just-created entry may not survive.
+    """
     try:
         fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
+    except FileNotFoundError:
         return
+    except OSError as exc:
+        if exc.errno in _NO_SYNC_ERRNOS or exc.errno in (errno.EISDIR, errno.EACCES, errno.ENOTDIR):
+            return
+        raise
+    _fsync_and_close(fd)
+
+
+def _fsync_and_close(fd: int) -> None:
+    """``fsync`` then close; "cannot sync this kind of file" is fine, an I/O error is not."""
     try:
         os.fsync(fd)
-    except OSError:
-        pass
+    except OSError as exc:
+        if exc.errno not in _NO_SYNC_ERRNOS:
+            raise
     finally:
         os.close(fd)
+
+
+def _makedirs_durable(directory: str) -> None:
+    """``os.makedirs`` whose new directories survive a power loss: each created directory's
+    parent is synced, so a file created inside it (and synced) is reachable after a crash.
+    Costs nothing when the directory already exists."""
+    missing: list[str] = []
+    current = directory
+    while current and not os.path.isdir(current):
+        missing.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    if not missing:
+        return
+    os.makedirs(directory, exist_ok=True)
+    for created in reversed(missing):  # top-down: the parent of the outermost one first
+        _fsync_dir(os.path.dirname(created) or ".")
 
 
 def _unlink_quiet(path: str) -> None:
@@ -160,7 +216,7 @@ class LocalFileSystem:
     def _write_temp(self, target: str, data: bytes) -> str:
         """Write ``data`` to a fresh fsynced temp file beside ``target``; return its path."""
         parent = os.path.dirname(target) or "."
-        os.makedirs(parent, exist_ok=True)
+        _makedirs_durable(parent)
         tmp = os.path.join(parent, f".{os.path.basename(target)}.{secrets.token_hex(8)}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
@@ -220,6 +276,9 @@ class LocalFileSystem:
         ``src``, so the operation is idempotent. Where hard links are unavailable (directories,
         some mounts) it falls back to an existence check plus ``os.rename``, which is only racy
         against concurrent writers of the same ``dst``.
+
+        Not durable by itself (see the module docstring): callers that need the move to
+        survive a power loss sync both parent directories, once per directory.
         """
         source, target = _local(src), _local(dst)
         parent = os.path.dirname(target) or "."
@@ -229,7 +288,6 @@ class LocalFileSystem:
         except FileExistsError:
             if os.path.samefile(source, target):
                 os.unlink(source)
-                _fsync_dir(parent)
                 return
             raise FileExistsError(errno.EEXIST, "rename target exists", dst) from None
         except OSError as exc:
@@ -240,10 +298,6 @@ class LocalFileSystem:
             os.rename(source, target)
         else:
             os.unlink(source)
-        _fsync_dir(parent)
-        src_parent = os.path.dirname(source) or "."
-        if src_parent != parent:
-            _fsync_dir(src_parent)
 
     def delete(self, path: str) -> bool:
         try:
@@ -296,6 +350,14 @@ class LocalFileSystem:
 
     def makedirs(self, path: str) -> None:
         os.makedirs(_local(path), exist_ok=True)
+
+    def fsync_file(self, path: str) -> None:
+        """``fsync`` through a read-only descriptor: on POSIX it flushes every dirty page of the
+        inode, whoever wrote them (Spark's Parquet writer never syncs its output)."""
+        _fsync_and_close(os.open(_local(path), os.O_RDONLY))
+
+    def fsync_dir(self, path: str) -> None:
+        _fsync_dir(_local(path))
 
 
 def filesystem_for(base_path: str) -> FileSystem:

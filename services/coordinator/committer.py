@@ -4,12 +4,17 @@ Synchronous on purpose (plain file I/O): the service calls these in worker threa
 
 Order of a commit (DESIGN §2 step 3, with the fence first):
 1. every listed staged file exists with the size its status reported;
-2. COMMIT entry appended to the sink log at our next sequence number — the point of no
+2. every listed staged file made durable (one ``fsync_file`` each, then each directory on
+   the way from the base path once): Spark never syncs its output, and after a power loss
+   a decided commit must still find complete files to roll forward;
+3. COMMIT entry appended to the sink log at our next sequence number — the point of no
    return, and the fence: it fails if a newer epoch took that number;
-3. listed files moved from staging into their partition directories;
-4. ``<T>.commit`` created (exclusively) — readers see the instant from here on;
-5. unlisted staged files of T discarded (never visible: they are in ``.hoodie/.temp``).
-A crash between 2 and 4 is rolled forward by the next leader from the log entry.
+4. listed files moved from staging into their partition directories, and the moves made
+   durable (each touched directory synced once) — before the commit file can exist;
+5. ``<T>.commit`` created (exclusively, durably) — readers see the instant from here on;
+6. unlisted staged files of T discarded (never visible: they are in ``.hoodie/.temp``);
+7. the sink log trimmed when it grew past ``trim_above`` entries (``shared.sink_log``).
+A crash between 3 and 5 is rolled forward by the next leader from the log entry.
 """
 
 from __future__ import annotations
@@ -20,15 +25,23 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from shared.errors import FencedError, TableFormatError
+from shared.errors import FencedError, HudiSinkError, TableFormatError
 from shared.fs import FileSystem
-from shared.hudi.table import HudiTable
-from shared.sink_log import EntryKind, LogEntry, SinkLog, SinkLogState
+from shared.hudi.table import HudiTable, InstantState, WriteStat
+from shared.sink_log import (
+    KEEP_ENTRIES,
+    TRIM_ABOVE,
+    DecisionRecord,
+    EntryKind,
+    LogEntry,
+    SinkLog,
+    SinkLogState,
+    plan_trim,
+)
 
 __all__ = ["TableCommitter", "RecoveryReport", "StagedFileDisposal", "DirectDisposal"]
 
 log = logging.getLogger("hudi_sink.committer")
-
 
 
 class StagedFileDisposal(Protocol):
@@ -70,7 +83,17 @@ def _now() -> str:
 
 
 class TableCommitter:
-    def __init__(self, fs: FileSystem, table: HudiTable, disposal: StagedFileDisposal) -> None:
+    def __init__(
+        self,
+        fs: FileSystem,
+        table: HudiTable,
+        disposal: StagedFileDisposal,
+        *,
+        keep_entries: int = KEEP_ENTRIES,
+        trim_above: int = TRIM_ABOVE,
+    ) -> None:
+        if not 1 <= keep_entries <= trim_above:
+            raise ValueError(f"need 1 <= keep_entries ({keep_entries}) <= trim_above ({trim_above})")
         self._fs = fs
         self._table = table
         self._log = SinkLog(fs, table.base_path)
@@ -78,6 +101,8 @@ class TableCommitter:
         self.epoch = 0
         self._seq = 0
         self.state = SinkLogState()
+        self._keep_entries = keep_entries
+        self._trim_above = trim_above
 
     # --- epochs ---------------------------------------------------------------------------
     def claim_epoch(self, leader: dict[str, Any]) -> int:
@@ -124,23 +149,28 @@ class TableCommitter:
         report = RecoveryReport()
         state = self.refresh()
         completed = set(self._table.completed_commits())
-        for instant, entry in sorted(state.decisions.items()):
-            if entry.kind is EntryKind.COMMIT and instant not in completed:
-                self._roll_forward(entry)
+        for instant, record in sorted(state.decisions.items()):
+            if record.kind is EntryKind.COMMIT and instant not in completed:
+                self._roll_forward(record)
                 report.rolled_forward.append(instant)
         for instant in self._table.pending_instants():
-            decision = state.decisions.get(instant)
-            if decision is not None and decision.kind is EntryKind.COMMIT:
+            if self.state.committed(instant):
                 continue
             self.abort(instant, "recovered by a new coordinator epoch")
             report.rolled_back.append(instant)
         self._clean_staging(exclude=set())
         return report
 
-    def _roll_forward(self, entry: LogEntry) -> None:
-        assert entry.instant is not None and entry.metadata is not None
+    def _roll_forward(self, record: DecisionRecord) -> None:
+        entry = self._log.read_entry(record.seq)  # kept: the trim never passes an unfinished COMMIT
+        if entry.instant != record.instant or entry.metadata is None:
+            raise TableFormatError(
+                f"sink log entry {record.seq} is not the COMMIT of {record.instant}")
         log.warning("rolling commit %s forward (decided by epoch %d)", entry.instant, entry.epoch)
         self._place(entry.instant, entry.metadata, entry.moves)
+        # Placed files may come from an older writer that never synced them: sync each.
+        self._make_durable(files=[final for _staged, final in entry.moves],
+                           dirs=[p for move in entry.moves for p in move])
         if not self._fs.exists(self._commit_file(entry.instant)):
             self._table.complete_instant(entry.instant, entry.metadata)
 
@@ -150,12 +180,16 @@ class TableCommitter:
     def _clean_staging(self, exclude: set[str]) -> None:
         """Staging dirs of instants that are finished (completed or rolled back)."""
         temp = posixpath.join(self._table.base_path, ".hoodie", ".temp")
-        pending = set(self._table.pending_instants())
+        instants = self._table.list_instants()
+        completed = {i.time for i in instants if i.state is InstantState.COMPLETED}
+        pending = {i.time for i in instants} - completed
         for info in self._fs.list_dir(temp):
             if info.is_dir and info.name.isdigit() and info.name not in pending | exclude:
                 files = [f.path for f in self._fs.walk_files(info.path)]
                 if files:
-                    reason = "UNCOMMITTED_FILE" if self.state.committed(info.name) else "ABORTED_INSTANT"
+                    # The timeline, not the log, says "completed": the log may have trimmed
+                    # the COMMIT decision of an instant completed long ago.
+                    reason = "UNCOMMITTED_FILE" if info.name in completed else "ABORTED_INSTANT"
                     self.disposal.before_decision(info.name, files, reason)
                     self.disposal.after_decision(info.name, files)
                 self._prune_empty(info.path)
@@ -192,16 +226,28 @@ class TableCommitter:
         if self.state.rolled_back(instant):
             raise TableFormatError(f"{instant} was decided ABORT; it cannot be committed")
         unlisted = self._unlisted(instant, {staged for staged, _ in moves})
+        staged = [staged for staged, _final in moves]
+        try:
+            self._make_durable(files=staged, dirs=staged)
+        except FileNotFoundError as exc:
+            # A newer leader may have rolled the instant back (and handed its files to
+            # deletion): report that as fencing, which is what it is, not as a storage error.
+            self.refresh()
+            if self.state.epoch != self.epoch:
+                raise FencedError(f"epoch {self.state.epoch} owns the table; epoch {self.epoch} "
+                                  f"cannot commit {instant}") from exc
+            raise TableFormatError(
+                f"{instant}: staged file {exc.filename} vanished before the commit decision") from exc
         self.disposal.before_decision(instant, unlisted, "UNCOMMITTED_FILE")
         self._append(EntryKind.COMMIT, instant, metadata=metadata, moves=moves)
         self._place(instant, metadata, moves)
+        self._make_durable(files=[], dirs=[p for move in moves for p in move])
         self._table.complete_instant(instant, metadata)
         self.disposal.after_decision(instant, unlisted)
         self._prune_empty(self._table.staging_dir(instant))
+        self._maybe_trim()
 
     def _place(self, instant: str, metadata: dict[str, Any], moves: list[tuple[str, str]]) -> None:
-        from shared.hudi.table import WriteStat
-
         stats = {
             stat["path"]: WriteStat.from_json(stat)
             for stats in metadata["partitionToWriteStats"].values()
@@ -211,6 +257,24 @@ class TableCommitter:
             if final not in stats:
                 raise TableFormatError(f"{instant}: move target {final} has no write stat")
             self._table.place_file(posixpath.join(self._table.base_path, staged), stats[final])
+
+    def _make_durable(self, *, files: list[str], dirs: list[str]) -> None:
+        """One ``fsync_file`` per file, then one ``fsync_dir`` per distinct directory holding
+        one of ``dirs`` (paths relative to the base path), up to the base path itself — a
+        partition or staging directory may be new, and its own entry must survive too."""
+        base = self._table.base_path
+        for relative in files:
+            self._fs.fsync_file(posixpath.join(base, relative))
+        directories: set[str] = set()
+        for relative in dirs:
+            directory = posixpath.dirname(relative)
+            while directory and directory not in directories:
+                directories.add(directory)
+                directory = posixpath.dirname(directory)
+        for directory in sorted(directories, key=lambda d: (-d.count("/"), d)):  # deepest first
+            self._fs.fsync_dir(posixpath.join(base, directory))
+        if dirs:
+            self._fs.fsync_dir(base)
 
     def _unlisted(self, instant: str, listed: set[str]) -> list[str]:
         base = self._table.base_path
@@ -231,3 +295,25 @@ class TableCommitter:
         self._prune_empty(self._table.staging_dir(instant))
         self._table.rollback_instant(instant, delete_staging=False)
         log.warning("rolled back %s: %s", instant, reason)
+        self._maybe_trim()
+
+    # --- the log's size -------------------------------------------------------------------
+    def _maybe_trim(self) -> None:
+        """Trim the sink log below a checkpoint once it holds more than ``trim_above``
+        entries. Runs after a decision of ours was carried out, so the log is folded up to
+        it. A failure is logged, never raised: the decision it follows is already durable,
+        and the next commit tries again."""
+        if self.state.last_seq - max(self.state.floor, 1) + 1 <= self._trim_above:
+            return
+        try:
+            state = self.refresh()
+            instants = self._table.list_instants()  # read after the fold (plan_trim's contract)
+            completed = {i.time for i in instants if i.state is InstantState.COMPLETED}
+            plan = plan_trim(state, completed=completed, pending={i.time for i in instants} - completed,
+                             keep_entries=self._keep_entries)
+            if plan is None:
+                return  # pinned by a commit that is not finished; a roll-forward will free it
+            self._log.trim(state, plan, created_at=_now())
+            self.refresh()  # forget what the checkpoint forgot
+        except (HudiSinkError, OSError) as exc:
+            log.warning("sink log trim failed (retried after the next decision): %s", exc)

@@ -8,6 +8,12 @@ relevant section is cited where a choice is not obvious.
 The single source of truth for "is this data committed" is the existence of ``<T>.commit``:
 it is created exclusively (never overwritten) and only after every file it lists is in place,
 so readers see an instant completely or not at all.
+
+Durability: every timeline and properties file is written with ``write_atomic`` or
+``create_exclusive``, which return only once content and directory entry are synced (temp file
++ fsync + rename/link + directory fsync), so a ``<T>.commit`` that survives a power loss is
+complete. Data files are moved with a plain rename; making them durable before the commit file
+exists is the committer's job (one sync per file, one per directory, for the whole commit).
 """
 
 from __future__ import annotations
@@ -614,6 +620,9 @@ class HudiTable:
         a final file of the expected size is success. A staged file whose size differs from
         the stat, or a different file already at the final path, is an error rather than a
         silent overwrite.
+
+        The move is not durable by itself (``FileSystem.rename``): the caller syncs the file
+        and the directories of a whole commit once, before ``complete_instant``.
         """
         instant = _check_stat(stat)
         final = ensure_inside(self.base_path, stat.path)
