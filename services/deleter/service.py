@@ -49,7 +49,13 @@ from services.deleter.rest import (
     build_router,
 )
 from services.deleter.schedule import Schedule, ScheduledWork
-from services.deleter.staging import StagingSweeper, finished_reason, remove_if_empty, staging_dir_of
+from services.deleter.staging import (
+    StagingSweeper,
+    SweepResult,
+    finished_reason,
+    remove_if_empty,
+    staging_dir_of,
+)
 from services.deleter.table_state import TableSnapshot, TableStateCache, own_instant, relative_path
 from shared.admin import create_admin_app
 from shared.config import SinkConfig
@@ -181,7 +187,7 @@ class DeleterService:
                                        min_age_s=schedule.sweep_min_age_s, clock=clock)
         self.scheduled = ScheduledWork(
             schedule, fs=self._fs, table_path=self._table_path, is_scheduler=self._is_scheduler,
-            sweep=self._sweeper.sweep, reconcile=self._scheduled_reconcile, clock=clock,
+            sweep=self._sweep, reconcile=self._scheduled_reconcile, clock=clock,
             metrics=self.metrics,
         )
 
@@ -475,6 +481,13 @@ class DeleterService:
             return False
         await self._prune_staging(intent.file_path, effect)
         return True
+
+    async def _sweep(self) -> SweepResult:
+        result = await self._sweeper.sweep()
+        if result.dirs_removed:
+            self.counters.staging_dirs_removed += result.dirs_removed
+            self.metrics.deletion("staging_dir_removed", result.dirs_removed)
+        return result
 
     def _is_scheduler(self) -> bool:
         """Whether this member does the scheduled work: it holds deletion partition 0."""
