@@ -14,6 +14,7 @@ __all__ = [
     "FencedError",
     "IllegalTransition",
     "SchemaError",
+    "InvalidPartitionValue",
 ]
 
 
@@ -50,3 +51,7 @@ class IllegalTransition(HudiSinkError):
 
 class SchemaError(ConfigError):
     """``table.schema`` cannot be parsed or does not fit the table's keys."""
+
+
+class InvalidPartitionValue(HudiSinkError):
+    """A record's partition value cannot name a directory (too long once encoded)."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from services.participant.decoder import Row, rows_to_arrow
-from shared.hudi.naming import base_file_name, file_id, partition_path, write_token
+from shared.hudi.naming import base_file_name, new_file_id, partition_path, write_token
 from shared.schema import TableSchema
 from shared.spark_writer import PART_COLUMN, PlannedFile
 
@@ -52,7 +52,7 @@ def plan_flush(
         path = partition_path(row.partition_value, schema.partition_field, spec.hive_style)
         plan = planned.get(path)
         if plan is None:
-            fid = file_id(spec.topic, spec.partition, path, spec.instant, spec.flush_no)
+            fid = new_file_id()  # fresh on every plan: staged names never repeat
             name = base_file_name(fid, token, spec.instant)
             plan = PlannedFile(
                 index=len(planned),

@@ -6,21 +6,21 @@ committing them, tools listing them) derives exactly the same names from the sam
 
 from __future__ import annotations
 
-import hashlib
 import posixpath
 import re
+import uuid
 from datetime import UTC, date, datetime, time, timedelta
 from typing import NamedTuple
-from urllib.parse import quote
 
-from shared.errors import TableFormatError
+from shared.errors import InvalidPartitionValue, TableFormatError
 
 __all__ = [
     "HIVE_DEFAULT_PARTITION",
+    "MAX_DIR_NAME_BYTES",
     "BaseFileName",
     "encode_partition_value",
     "partition_path",
-    "file_id",
+    "new_file_id",
     "write_token",
     "base_file_name",
     "parse_base_file_name",
@@ -38,28 +38,36 @@ HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 #: same value but is no longer the reserved name.
 _RESERVED_DIR_NAMES = frozenset({"metadata", "_delta_log"})
 
+#: Longest directory name (UTF-8 bytes) common filesystems allow (ext4, XFS, APFS, NTFS...).
+MAX_DIR_NAME_BYTES = 255
+
+#: What Hudi's ``PartitionPathEncodeUtils.escapePathName`` escapes: the ASCII control
+#: characters, DEL and ``"#%'*/:=?\{[]^``, each as ``%`` plus two uppercase hex digits
+#: (Java's ``%1$02X``). Every other character, non-ASCII included, is kept as it is.
+_HUDI_ESCAPED = [*map(chr, range(0x20)), *'"#%\'*/:=?\\\x7f{[]^']
+_HUDI_ESCAPES = {ord(ch): f"%{ord(ch):02X}" for ch in _HUDI_ESCAPED}
+
 _INSTANT = re.compile(r"^(\d{14}|\d{17})$")
 _BASE_FILE = re.compile(r"^([^_/]+)_([^_/]+)_(\d{14}|\d{17})\.parquet$")
 
 
-def encode_partition_value(value: object) -> str:
-    """One partition directory level for ``value``; safe to use as a path component.
+def _partition_text(value: object) -> str:
+    """The text Spark/Java would print for ``value`` (``true``, not Python's ``True``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (datetime, date, time)):
+        return value.isoformat()
+    return str(value)
 
-    Percent-encoding everything but unreserved characters (Hudi's ``urlencode`` option) means
-    the result never contains ``/``; escaping a leading ``.`` means it can never be ``.``,
-    ``..`` or ``.hoodie``, so no record value can escape the table or hide in the timeline.
-    """
+
+def _escape(value: object) -> str:
+    """Hudi's escaping plus our leading-dot and reserved-name escapes; no length check."""
     if value is None:
         return HIVE_DEFAULT_PARTITION
-    if isinstance(value, bool):
-        text = "true" if value else "false"  # what Spark/Java print, not Python's "True"
-    elif isinstance(value, (datetime, date, time)):
-        text = value.isoformat()
-    else:
-        text = str(value)
+    text = _partition_text(value)
     if text == "":
         return HIVE_DEFAULT_PARTITION
-    encoded = quote(text, safe="")
+    encoded = text.translate(_HUDI_ESCAPES)
     if encoded.startswith("."):
         encoded = "%2E" + encoded[1:]
     elif encoded in _RESERVED_DIR_NAMES:
@@ -67,32 +75,65 @@ def encode_partition_value(value: object) -> str:
     return encoded
 
 
+def _check_dir_name(name: str, field: str | None) -> None:
+    """Raise InvalidPartitionValue unless ``name`` fits in one directory entry."""
+    if len(name) * 4 <= MAX_DIR_NAME_BYTES:
+        return  # no character takes more than 4 UTF-8 bytes
+    what = f"partition field {field!r}" if field is not None else "partition value"
+    try:
+        size = len(name.encode())
+    except UnicodeEncodeError:
+        raise InvalidPartitionValue(
+            f"{what}: value {name[:40]!r}... is not valid Unicode (lone surrogate)"
+        ) from None
+    if size > MAX_DIR_NAME_BYTES:
+        raise InvalidPartitionValue(
+            f"{what}: the value's directory name ({name[:40]!r}...) is {size} UTF-8 bytes "
+            f"long; a filesystem allows at most {MAX_DIR_NAME_BYTES}"
+        )
+
+
+def encode_partition_value(value: object) -> str:
+    """One partition directory level for ``value``, exactly as Hudi's
+    ``PartitionPathEncodeUtils.escapePathName`` writes it, so Java readers decode it back to
+    ``value`` and prune partitions correctly.
+
+    Hudi escapes a fixed set of ASCII characters as ``%XX`` (one escape per character) and
+    keeps everything else, non-ASCII included: ``München`` stays ``München``. Because ``/``
+    is in that set the result never contains a path separator. Two escapes of our own, which
+    Hudi's decoder reads back to the same value: a leading ``.`` (so the name is never ``.``,
+    ``..`` or ``.hoodie`` and no record can leave the table or hide in the timeline) and the
+    first character of a name hudi-rs reserves. Raises InvalidPartitionValue when the name
+    cannot be a directory (over 255 UTF-8 bytes): such a record is bad, not a flush to retry.
+    """
+    encoded = _escape(value)
+    _check_dir_name(encoded, None)
+    return encoded
+
+
 def partition_path(value: object, field: str | None, hive_style: bool) -> str:
-    """Relative partition path of a record: ``""`` when the table is not partitioned."""
+    """Relative partition path of a record: ``""`` when the table is not partitioned.
+
+    Raises InvalidPartitionValue (naming ``field``) when the directory name, ``field=``
+    included in Hive style, is longer than a filesystem allows.
+    """
     if field is None:
         return ""
-    encoded = encode_partition_value(value)
-    return f"{field}={encoded}" if hive_style else encoded
+    encoded = _escape(value)
+    name = f"{field}={encoded}" if hive_style else encoded
+    _check_dir_name(name, field)
+    return name
 
 
-def file_id(
-    topic: str, kafka_partition: int, partition_path: str, instant: str, flush_no: int
-) -> str:
-    """File group id of one participant flush.
+def new_file_id() -> str:
+    """A new file group id, ``<uuid4>-0`` as Hudi's ``FSUtils.createNewFileId`` forms it.
 
-    Deterministic, so a participant that re-sends its write status after a crash names the
-    same file; unique per (instant, topic-partition, table partition, flush) so two writers can
-    never produce the same (fileId, instant) pair, which hudi-rs rejects. The md5 prefix keeps
-    arbitrary topic names (which may contain ``_``) out of the name: ``_`` separates the parts
-    of a base file name.
+    Random rather than derived from the flush: a partition that moves away and back within
+    one instant, a retried flush or a restarted writer must never reuse a name (the staged
+    file's rename would collide and its rows be lost), and two writers must never produce the
+    same (fileId, instant) pair, which hudi-rs rejects. A UUID never holds ``_`` or ``/``.
     """
-    digest = hashlib.md5(
-        f"{topic}-{kafka_partition}/{partition_path}".encode(), usedforsecurity=False
-    ).hexdigest()[:8]
-    result = f"{digest}-{instant}-{flush_no}-0"
-    if "_" in result or "/" in result:
-        raise ValueError(f"file id {result!r} would contain '_' or '/'")
-    return result
+    return f"{uuid.uuid4()}-0"
 
 
 def write_token(kafka_partition: int, flush_no: int, writer_nonce: int) -> str:

@@ -26,8 +26,8 @@ from shared.hudi import (
     WriteStat,
     base_file_name,
     build_commit_metadata,
-    file_id,
     format_offsets,
+    new_file_id,
     parse_base_file_name,
     parse_offsets,
     partition_path,
@@ -73,7 +73,7 @@ class Env:
               kafka_partition: int = 0) -> Staged:
         """Write one Parquet base file of ``instant`` into its staging area."""
         part = partition_path(country, self.config.partition_field, False)
-        fid = file_id("orders", kafka_partition, part, instant, flush_no)
+        fid = new_file_id()
         name = base_file_name(fid, write_token(kafka_partition, flush_no, 1), instant)
         target = self.table().staging_path(instant, part, name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -458,7 +458,8 @@ def test_commit_moves_listed_and_deletes_unlisted_staged_files(env: Env) -> None
     assert env.partition_files() == {f.final for f in listed}
     assert env.read_ids() == ["a", "b", "c"]
     assert env.log_state().committed(T1)
-    assert env.log_state().decisions[T1].moves == [f.move for f in listed]
+    record = env.log_state().decisions[T1]
+    assert SinkLog(FS, str(env.base)).read_entry(record.seq).moves == [f.move for f in listed]
     _assert_no_unlisted_partition_files(env)
 
 

@@ -23,8 +23,8 @@ from shared.hudi import (
     WriteStat,
     base_file_name,
     build_commit_metadata,
-    file_id,
     format_offsets,
+    new_file_id,
     parse_offsets,
     partition_path,
     write_token,
@@ -67,7 +67,7 @@ def _stage(
         groups.setdefault(path, []).append(row)
     staged: list[tuple[str, WriteStat]] = []
     for part, members in groups.items():
-        fid = file_id("orders", 0, part, instant, flush_no)
+        fid = new_file_id()
         name = base_file_name(fid, write_token(0, flush_no, 1), instant)
         target = table.staging_path(instant, part, name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
