@@ -53,13 +53,18 @@ def format_offsets(offsets: Offsets, topics: list[str]) -> str:
     ):
         if partition < 0 or offset < 0:
             raise ValueError(f"negative partition or offset for {topic}:{partition}={offset}")
-        if not topic or any(ch in topic for ch in ":,="):
+        if not _storable_topic(topic):
             raise ValueError(f"topic name {topic!r} cannot be stored in offsets")
         if len(topics) == 1 and topic == topics[0]:
             entries.append(f"{partition}={offset}")
         else:
             entries.append(f"{topic}:{partition}={offset}")
     return ",".join(entries)
+
+
+def _storable_topic(topic: str) -> bool:
+    """Whether ``topic`` can be written into (and parsed back from) the offsets value."""
+    return bool(topic) and not any(ch in topic for ch in ":,=")
 
 
 def _non_negative_int(text: str, what: str, value: str) -> int:
@@ -72,12 +77,19 @@ def _non_negative_int(text: str, what: str, value: str) -> int:
 def parse_offsets(value: str, topics: list[str]) -> Offsets:
     """Parse either form; an unqualified entry belongs to ``topics[0]``.
 
-    Accepting both forms lets a table written with one topic keep working after a second
-    topic is configured. Anything malformed is a TableFormatError: resuming from guessed
-    offsets would silently lose or duplicate data.
+    For callers that know the table's single topic (tests, tools). The coordinator reads
+    commits with ``offsets_from_metadata``, which does not guess from the topic order.
+    Anything malformed is a TableFormatError: resuming from guessed offsets would silently
+    lose or duplicate data.
     """
     if not topics:
         raise ValueError("at least one topic is required")
+    return _parse(value, topics[0], "")
+
+
+def _parse(value: str, owner: str | None, no_owner: str) -> Offsets:
+    """Parse ``value``; unqualified entries belong to ``owner``, and without an owner they
+    raise TableFormatError(``no_owner``)."""
     result: Offsets = {}
     if value.strip() == "":
         return result
@@ -87,7 +99,9 @@ def parse_offsets(value: str, topics: list[str]) -> Offsets:
             raise TableFormatError(f"entry {raw!r} has no '=' in {KAFKA_COMMIT_OFFSETS_KEY}")
         topic, colon, partition_text = key.strip().rpartition(":")
         if not colon:
-            topic = topics[0]
+            if owner is None:
+                raise TableFormatError(no_owner)
+            topic = owner
         elif not topic:
             raise TableFormatError(f"entry {raw!r} has an empty topic")
         partition = _non_negative_int(partition_text, "partition", value)
@@ -99,11 +113,11 @@ def parse_offsets(value: str, topics: list[str]) -> Offsets:
 
 
 def offsets_metadata(offsets: Offsets, topics: list[str]) -> dict[str, str]:
-    """The ``extraMetadata`` entries that store ``offsets``: the offsets themselves and,
-    when they are written unqualified (one configured topic, Hudi's format), the topic they
-    belong to."""
-    text = format_offsets(offsets, topics)
-    entries = {KAFKA_COMMIT_OFFSETS_KEY: text}
+    """The ``extraMetadata`` entries that store ``offsets``: the offsets themselves (as
+    ``format_offsets`` writes them) and, whenever some are written unqualified (one configured
+    topic, Hudi's format), ``UNQUALIFIED_TOPIC_KEY`` naming their topic, so a later change of
+    ``kafka.topics`` can never hand them to another topic."""
+    entries = {KAFKA_COMMIT_OFFSETS_KEY: format_offsets(offsets, topics)}
     if len(topics) == 1 and any(topic == topics[0] for topic, _ in offsets):
         entries[UNQUALIFIED_TOPIC_KEY] = topics[0]
     return entries
@@ -112,25 +126,27 @@ def offsets_metadata(offsets: Offsets, topics: list[str]) -> dict[str, str]:
 def offsets_from_metadata(extra: Mapping[str, Any], topics: list[str]) -> Offsets:
     """Offsets stored in a commit's ``extraMetadata``, every topic's (configured or not).
 
-    Unqualified entries belong to the topic the commit names (``UNQUALIFIED_TOPIC_KEY``);
-    commits written before that key existed name none, and their entries are taken for the
-    single configured topic. With several topics configured such entries are ambiguous, and
-    guessing would skip or repeat data: a TableFormatError says how to resolve it.
+    Unqualified entries belong to the topic the commit names (``UNQUALIFIED_TOPIC_KEY``).
+    Commits written before that key existed (or by Hudi's own Kafka tools) name none; their
+    entries are taken for the single configured topic. With several topics configured such
+    entries are ambiguous, and guessing from the topic order would skip or repeat data: a
+    TableFormatError says how to resolve it. Entries of topics that are not configured are
+    returned too, so the caller can carry them forward: a topic removed and later re-added
+    resumes where it stopped instead of re-ingesting from offset 0.
     """
     raw = extra.get(KAFKA_COMMIT_OFFSETS_KEY) or ""
     if not isinstance(raw, str):
         raise TableFormatError(f"{KAFKA_COMMIT_OFFSETS_KEY} is not a string: {raw!r}")
     named = extra.get(UNQUALIFIED_TOPIC_KEY)
-    unqualified = any(":" not in entry.partition("=")[0] for entry in raw.split(",") if entry.strip())
-    if isinstance(named, str) and named:
-        owner = named
-    elif not unqualified or len(topics) == 1:
-        owner = topics[0]
-    else:
-        raise TableFormatError(
-            f"the latest commit stores unqualified offsets {raw!r} without naming their topic, "
-            f"and {len(topics)} topics are configured ({', '.join(topics)}): they are ambiguous. "
-            "Run once with only the topic the table was written from configured (the next "
-            "commit records its name), then configure the other topics."
-        )
-    return parse_offsets(raw, [owner, *[t for t in topics if t != owner]])
+    if named is not None and (not isinstance(named, str) or not _storable_topic(named)):
+        raise TableFormatError(f"{UNQUALIFIED_TOPIC_KEY} is not a topic name: {named!r}")
+    owner = named if named is not None else topics[0] if len(topics) == 1 else None
+    return _parse(
+        raw,
+        owner,
+        f"the latest commit stores unqualified offsets ({KAFKA_COMMIT_OFFSETS_KEY}={raw!r}) "
+        f"without naming their topic ({UNQUALIFIED_TOPIC_KEY}), and {len(topics)} topics are "
+        f"configured ({', '.join(topics) or 'none'}): which topic they belong to is ambiguous. "
+        "Run once with only the topic the table was written from in kafka.topics (the next "
+        "commit records its name), then configure the other topics.",
+    )

@@ -1,12 +1,13 @@
-"""Names in a Hudi table: partition encoding is path-safe, file names parse back, instants grow."""
+"""Names in a Hudi table: partition encoding is path-safe and exactly Hudi's (checked against
+a transcription of Hudi's Java codec), file names parse back, instants grow."""
 
 from __future__ import annotations
 
-import re
 import uuid
 from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
+from hudi_reference import hudi_escape, hudi_unescape
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,33 +25,6 @@ from shared.hudi.naming import (
     partition_path,
     write_token,
 )
-
-
-def hudi_escape(text: str) -> str:
-    """Hudi's ``PartitionPathEncodeUtils.escapePathName``, transcribed from the Java source:
-    a fixed BitSet of ASCII characters, each escaped as ``String.format("%1$02X", c)``."""
-    escaped = {*map(chr, range(0x20)), *'"#%\'*/:=?\\\x7f{[]^'}
-    return "".join(f"%{ord(ch):02X}" if ch in escaped else ch for ch in text)
-
-
-def hudi_unescape(path: str) -> str:
-    """Hudi's ``PartitionPathEncodeUtils.unescapePathName``, transcribed from the Java source,
-    including its quirks: ``%`` needs two characters after it (``i + 2 < length``), the pair
-    is parsed by ``Integer.parseInt(_, 16)`` (which takes a sign), and a negative or
-    unparseable pair leaves the ``%`` as it is. Each ``%XX`` becomes one *character*."""
-    out: list[str] = []
-    i = 0
-    while i < len(path):
-        ch = path[i]
-        if ch == "%" and i + 2 < len(path):
-            pair = path[i + 1 : i + 3]
-            if re.fullmatch(r"[+-]?[0-9A-Fa-f]+", pair) and int(pair, 16) >= 0:
-                out.append(chr(int(pair, 16)))
-                i += 3
-                continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
 
 
 def _assert_safe(encoded: str) -> None:
