@@ -327,11 +327,16 @@ class LocalFileSystem:
         return _info(path, os.path.basename(path.rstrip("/")), st)
 
     def list_dir(self, path: str) -> list[FileInfo]:
+        found: list[tuple[str, os.stat_result]] = []
         try:
             with os.scandir(_local(path)) as entries:
-                found = [(entry.name, entry.stat(follow_symlinks=False)) for entry in entries]
+                for entry in entries:
+                    try:
+                        found.append((entry.name, entry.stat(follow_symlinks=False)))
+                    except FileNotFoundError:
+                        continue  # deleted while listing; the rest of the listing still counts
         except (FileNotFoundError, NotADirectoryError):
-            return []
+            return []  # the directory itself is missing
         found.sort(key=lambda item: item[0])
         return [_info(os.path.join(path, name), name, st) for name, st in found]
 

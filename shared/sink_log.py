@@ -24,7 +24,7 @@ A trimmer writes a checkpoint ``checkpoint/<floor>.json`` — created exclusivel
 folded state (epoch, leader, ``last_seq``, the decisions still needed) — and only then
 deletes the entries below ``floor``. The floor in force is the highest checkpoint present;
 floors never go down (each is its own exclusively created file, and a checkpoint is only
-deleted below a higher one that exists). :func:`plan_trim` never puts the floor above a
+deleted below two higher ones that exist). :func:`plan_trim` never puts the floor above a
 COMMIT entry whose instant is not finished on the timeline (a roll-forward reads it), and
 keeps in the checkpoint every ABORT of an instant still pending plus the newest
 ``KEEP_ABORTS`` others (the deleter recognises rolled-back instants by them).
@@ -35,7 +35,11 @@ other appender's :meth:`SinkLog.try_append` for ``s`` returns True.
 1. While entry ``s`` exists, nobody else can create it (exclusive create).
 2. Entry ``s`` is deleted only after a checkpoint with ``floor > s`` was durably created
    (``create_exclusive`` fsyncs content and directory before returning, and trimming deletes
-   nothing before that), and from then on the floor in force stays ``> s``.
+   nothing before that), and from then on the floor in force stays ``> s``. Reading the
+   floor lists the checkpoint directory; a listing may miss files created or deleted while
+   it runs, so a trim deletes only checkpoints below the newest two: a listing then misses
+   every checkpoint above ``s`` only if it spans two whole trims (each at least
+   ``TRIM_ABOVE - KEEP_ENTRIES`` appends apart), which a listing of three files does not.
 3. ``try_append`` reads the floor *after* its exclusive create succeeded. If ``s`` had been
    won and deleted before, the create came after the deletion, which came after the
    checkpoint: the floor it reads is ``> s``, so it reports the number as taken (and removes
@@ -487,8 +491,10 @@ class SinkLog:
             if seq >= floor:
                 break
             self._fs.delete(self._path(seq))
-        for old in self._checkpoint_floors():
-            if old < floor:
-                self._fs.delete(self._checkpoint_path(old))
+        for old in self._checkpoint_floors()[:-2]:
+            # The newest two stay: a listing returns every file present throughout it, so
+            # a floor read finds a checkpoint at least as high as any that existed when it
+            # began unless it spans two whole trims (module docstring, point 2).
+            self._fs.delete(self._checkpoint_path(old))
         log.info("sink log trimmed below entry %d", floor)
         return floor
