@@ -1,0 +1,91 @@
+"""A deleter process for crash tests: the real ``DeleterService`` on the real broker and real
+files, brought to a halt at one exact point so the test can SIGKILL it there.
+
+    python deleter_victim.py CONFIG_JSON MODE MARKER
+
+``MODE``:
+- ``after-delete``: the first offset commit halts, after its batch's deletes were done;
+- ``mid-batch:N``: the delete after the N-th halts, in the middle of the batch.
+
+At the halt it writes MARKER (JSON: files deleted so far) and waits to be killed; the event
+loop keeps running, so the member stays in its group exactly as a slow pod would. Scheduled
+work is off: the test is about intents.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import threading
+from pathlib import Path
+
+from aiokafka.structs import TopicPartition
+from deleter_harness import NO_SCHEDULED_WORK
+
+from services.deleter.service import DeleterService
+from shared.config import SinkConfig
+from shared.fs import LocalFileSystem
+
+
+class Halt:
+    """Writes the marker once and then never returns."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+        self.deleted: list[str] = []
+
+    def reached(self, where: str) -> None:
+        tmp = self.marker.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"at": where, "deleted": self.deleted}))
+        tmp.rename(self.marker)
+
+
+class GatedFileSystem(LocalFileSystem):
+    """Deletes ``allowed`` files, then halts the next delete (and every one after it)."""
+
+    def __init__(self, halt: Halt, allowed: int | None) -> None:
+        self._halt = halt
+        self._allowed = allowed
+        self._lock = threading.Lock()
+
+    def delete(self, path: str) -> bool:
+        with self._lock:
+            if self._allowed is not None and len(self._halt.deleted) >= self._allowed:
+                self._halt.reached("delete")
+                threading.Event().wait()  # until SIGKILL
+            removed = super().delete(path)
+            if removed:
+                self._halt.deleted.append(path)
+            return removed
+
+
+class HaltingDeleter(DeleterService):
+    """Halts at its first offset commit."""
+
+    halt: Halt
+
+    async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+        self.halt.reached("commit")
+        await asyncio.Event().wait()  # until SIGKILL
+
+
+def main() -> None:
+    config = SinkConfig.model_validate_json(Path(sys.argv[1]).read_text())
+    mode, marker = sys.argv[2], Path(sys.argv[3])
+    halt = Halt(marker)
+    if mode == "after-delete":
+        service: DeleterService = HaltingDeleter(config, fs=GatedFileSystem(halt, None),
+                                                 schedule=NO_SCHEDULED_WORK)
+        assert isinstance(service, HaltingDeleter)
+        service.halt = halt
+    elif mode.startswith("mid-batch:"):
+        allowed = int(mode.split(":", 1)[1])
+        service = DeleterService(config, fs=GatedFileSystem(halt, allowed), schedule=NO_SCHEDULED_WORK)
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+    asyncio.run(service.run())
+
+
+if __name__ == "__main__":
+    main()
