@@ -1,0 +1,206 @@
+"""The deleter's scheduled work as logic: which staging is finished, when a staging tree may go,
+what one sweep pass hands to the decision rules, how the schedule derives from the config, and
+when the reconcile is due (persisted across restarts). Real files; the decision step and the
+passes are stand-ins here (the service tests run the real ones)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from services.deleter.schedule import SCHEDULE_STATE, Schedule, ScheduledWork
+from services.deleter.staging import (
+    StagingSweeper,
+    finished_reason,
+    finished_staging,
+    remove_if_empty,
+    staging_dir_of,
+)
+from services.deleter.table_state import TableSnapshot, TableStateCache
+from shared.config import DeletionConfig
+from shared.deletion import DeletionReason, PendingDelete
+from shared.fs import LocalFileSystem
+from shared.hudi.table import HudiTable, build_commit_metadata
+from shared.metrics import Metrics
+from shared.sink_log import EntryKind, LogEntry, SinkLog
+
+C, R, P, MID, UNKNOWN = (f"2025010100000000{i}" for i in (1, 2, 3, 4, 5))
+FS = LocalFileSystem()
+
+
+def snapshot(base: str) -> TableSnapshot:
+    """C completed, R rolled back, P pending, MID decided ABORT with its rollback unfinished."""
+    return TableSnapshot(table_path=base, completed=frozenset({C}), pending=frozenset({P, MID}),
+                         rolled_back=frozenset({R, MID}), listed_files=frozenset(),
+                         latest_instant=UNKNOWN, loaded_at=0.0)
+
+
+def write(path: Path, age_s: float = 0) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"x")
+    if age_s:
+        then = time.time() - age_s
+        os.utime(path, (then, then))
+    return str(path)
+
+
+def test_finished_means_completed_or_rolled_back_for_good() -> None:
+    snap = snapshot("/t")
+    assert finished_reason(snap, C) is DeletionReason.UNCOMMITTED_FILE
+    assert finished_reason(snap, R) is DeletionReason.ABORTED_INSTANT
+    for instant in (P, MID, UNKNOWN):
+        assert finished_reason(snap, instant) is None
+
+
+@pytest.mark.parametrize("path,expected", [
+    (f"/t/.hoodie/.temp/{R}/de/x.parquet", (R, f"/t/.hoodie/.temp/{R}")),
+    (f"/t/.hoodie/.temp/{R}", (R, f"/t/.hoodie/.temp/{R}")),
+    ("/t/.hoodie/.temp/notaninstant/x.parquet", None),
+    (f"/t/de/x_0-0-1_{R}.parquet", None),
+    (f"/other/.hoodie/.temp/{R}/x.parquet", None),
+    (f"/t/.hoodie/.temp/{R}/../../../etc/passwd", None),
+])
+def test_staging_dir_of(path: str, expected: tuple[str, str] | None) -> None:
+    assert staging_dir_of("/t", path) == expected
+
+
+def test_finished_staging_lists_only_finished_instants(tmp_path: Path) -> None:
+    base = tmp_path / "t"
+    temp = base / ".hoodie/.temp"
+    write(temp / C / "de/a.parquet")
+    write(temp / R / ".spark-1/_temporary/part-0.parquet")
+    (temp / R / "empty").mkdir(parents=True)
+    write(temp / P / "de/b.parquet")
+    write(temp / MID / "de/c.parquet")
+    write(temp / UNKNOWN / "de/d.parquet")
+    (temp / "not-an-instant").mkdir()
+    found = {t.instant: t for t in finished_staging(FS, snapshot(str(base)))}
+    assert set(found) == {C, R}
+    assert found[C].reason is DeletionReason.UNCOMMITTED_FILE
+    assert [f.name for f in found[R].files] == ["part-0.parquet"]
+
+
+def test_remove_if_empty_keeps_files_and_recent_directories(tmp_path: Path) -> None:
+    root = tmp_path / "staging"
+    held = write(root / "de/a.parquet")
+    assert not remove_if_empty(FS, str(root)), "a tree holding a file was removed"
+    os.unlink(held)
+    now = time.time()
+    assert not remove_if_empty(FS, str(root), quiet_before=now - 60), "a just-touched tree went"
+    assert remove_if_empty(FS, str(root), quiet_before=now + 1)
+    assert not root.exists()
+    assert not remove_if_empty(FS, str(root)), "a missing tree is nothing to remove"
+
+
+async def test_a_sweep_pass_hands_old_files_of_finished_instants_to_the_rules(tmp_path: Path) -> None:
+    base = tmp_path / "t"
+    table = HudiTable(FS, str(base))
+    table.start_instant(C)
+    table.complete_instant(C, build_commit_metadata([], {"schema": "{}"}))
+    table.start_instant(R)
+    assert SinkLog(FS, str(base)).try_append(LogEntry(seq=1, kind=EntryKind.ABORT, epoch=1, instant=R))
+    table.rollback_instant(R, delete_staging=False)
+    table.start_instant(P)
+    temp = base / ".hoodie/.temp"
+    old_c = write(temp / C / "de/a.parquet", age_s=120)
+    old_r = write(temp / R / "de/b.parquet", age_s=120)
+    young_r = write(temp / R / "de/c.parquet")
+    pending = write(temp / P / "de/d.parquet", age_s=120)
+    seen: list[PendingDelete] = []
+
+    async def settle(intent: PendingDelete) -> bool:
+        seen.append(intent)
+        os.unlink(intent.file_path)
+        return True
+
+    sweeper = StagingSweeper(FS, str(base), TableStateCache(FS, 600), settle, min_age_s=60,
+                             clock=time.time)
+    result = await sweeper.sweep()
+
+    assert {(i.file_path, i.reason, i.killing_instant) for i in seen} == {
+        (old_c, DeletionReason.UNCOMMITTED_FILE, C), (old_r, DeletionReason.ABORTED_INSTANT, R)}
+    assert (result.instants, result.settled, result.young, result.kept) == (2, 2, 1, 0)
+    assert os.path.exists(young_r) and os.path.exists(pending)
+    # C's tree was just emptied: it goes once it has been quiet for min_age_s.
+    assert (temp / C).is_dir() and result.dirs_removed == 0
+
+
+def test_schedule_derives_from_the_deletion_settings() -> None:
+    default = Schedule.from_config(DeletionConfig())
+    assert (default.sweep_interval_s, default.sweep_min_age_s, default.reconcile_interval_s) == (
+        300.0, 60.0, 3600.0)
+    fast = Schedule.from_config(DeletionConfig(reconsume_later_s=0, send_delay_s=1, reconcile_interval_s=0))
+    assert (fast.sweep_interval_s, fast.sweep_min_age_s, fast.reconcile_interval_s) == (1.0, 1.0, 0.0)
+    assert Schedule.from_config(DeletionConfig(reconsume_later_s=30)).sweep_interval_s == 30.0
+
+
+class Work:
+    """Stand-ins for the passes, with a switchable failure."""
+
+    def __init__(self) -> None:
+        self.sweeps = self.reconciles = 0
+        self.fail_sweep = False
+
+    async def sweep(self) -> None:
+        if self.fail_sweep:
+            raise OSError("storage unreachable")
+        self.sweeps += 1
+
+    async def reconcile(self) -> None:
+        self.reconciles += 1
+
+
+def scheduled(base: Path, work: Work, clock: list[float], *, reconcile_s: float = 100.0,
+              active: bool = True) -> ScheduledWork:
+    return ScheduledWork(
+        Schedule(sweep_interval_s=0.01, sweep_min_age_s=0, reconcile_interval_s=reconcile_s),
+        fs=FS, table_path=str(base), is_scheduler=lambda: active, sweep=work.sweep,
+        reconcile=work.reconcile, clock=lambda: clock[0], metrics=Metrics("deleter"),
+    )
+
+
+async def test_reconcile_runs_when_due_and_its_last_run_survives_a_restart(tmp_path: Path) -> None:
+    base = tmp_path / "t"
+    work, clock = Work(), [1000.0]
+    first = scheduled(base, work, clock)
+    await first.tick()
+    assert (work.sweeps, work.reconciles) == (1, 1), "never run before: due at once"
+    assert (base / SCHEDULE_STATE).exists()
+    clock[0] = 1099.0
+    await first.tick()
+    assert (work.sweeps, work.reconciles) == (2, 1)
+
+    restarted = scheduled(base, work, clock)  # another pod, or this one after a restart
+    await restarted.tick()
+    assert work.reconciles == 1, "a restart must not reset the schedule"
+    clock[0] = 1100.0
+    await restarted.tick()
+    assert work.reconciles == 2 and restarted.reconciles == 1
+
+
+async def test_a_failing_sweep_does_not_stop_the_schedule_and_zero_disables_reconcile(
+    tmp_path: Path
+) -> None:
+    work, clock = Work(), [0.0]
+    work.fail_sweep = True
+    never = scheduled(tmp_path / "t", work, clock, reconcile_s=0)
+    await never.tick()
+    assert (work.sweeps, work.reconciles, never.sweeps) == (0, 0, 0)
+    work.fail_sweep = False
+    await never.tick()
+    assert (work.sweeps, work.reconciles, never.sweeps) == (1, 0, 1)
+
+
+async def test_only_the_scheduler_works(tmp_path: Path) -> None:
+    work, clock = Work(), [0.0]
+    stop = asyncio.Event()
+    bystander = scheduled(tmp_path / "t", work, clock, active=False)
+    runner = asyncio.create_task(bystander.run(stop))
+    await asyncio.sleep(0.1)  # several role checks (each 10 ms) go by
+    stop.set()
+    await asyncio.wait_for(runner, 5)
+    assert (work.sweeps, work.reconciles, bystander.active) == (0, 0, False)
