@@ -486,7 +486,12 @@ class SinkLog:
                                     dict(plan.decisions), created_at)
             # False: another trimmer checkpointed the same floor first; its record stands.
             self._fs.create_exclusive(self._checkpoint_path(plan.floor), checkpoint.to_bytes())
-        floor = self.floor()  # read after our checkpoint is durable: never below plan.floor
+        return self.remove_below_floor()
+
+    def remove_below_floor(self) -> int:
+        """Delete the entries below the floor in force and all but the newest two checkpoints
+        (finishes a trim that failed or crashed after its checkpoint); returns the floor."""
+        floor = self.floor()  # after the caller's checkpoint is durable: never below its floor
         for seq in self._entry_seqs():
             if seq >= floor:
                 break

@@ -103,6 +103,7 @@ class TableCommitter:
         self.state = SinkLogState()
         self._keep_entries = keep_entries
         self._trim_above = trim_above
+        self._trim_unfinished = False
 
     # --- epochs ---------------------------------------------------------------------------
     def claim_epoch(self, leader: dict[str, Any]) -> int:
@@ -303,7 +304,8 @@ class TableCommitter:
         entries. Runs after a decision of ours was carried out, so the log is folded up to
         it. A failure is logged, never raised: the decision it follows is already durable,
         and the next commit tries again."""
-        if self.state.last_seq - max(self.state.floor, 1) + 1 <= self._trim_above:
+        if (not self._trim_unfinished
+                and self.state.last_seq - max(self.state.floor, 1) + 1 <= self._trim_above):
             return
         try:
             state = self.refresh()
@@ -311,9 +313,12 @@ class TableCommitter:
             completed = {i.time for i in instants if i.state is InstantState.COMPLETED}
             plan = plan_trim(state, completed=completed, pending={i.time for i in instants} - completed,
                              keep_entries=self._keep_entries)
-            if plan is None:
-                return  # pinned by a commit that is not finished; a roll-forward will free it
-            self._log.trim(state, plan, created_at=_now())
+            self._trim_unfinished = True
+            if plan is not None:
+                self._log.trim(state, plan, created_at=_now())
+            else:  # pinned by a commit that is not finished (a roll-forward frees it), or
+                self._log.remove_below_floor()  # finishing a trim that failed mid-way
+            self._trim_unfinished = False
             self.refresh()  # forget what the checkpoint forgot
         except (HudiSinkError, OSError) as exc:
             log.warning("sink log trim failed (retried after the next decision): %s", exc)

@@ -15,11 +15,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
+from recording_fs import RecordingFileSystem
 
 from services.coordinator.committer import DirectDisposal, TableCommitter
 from shared.config import TableConfig
 from shared.errors import FencedError, TableFormatError
-from shared.fs import LocalFileSystem
+from shared.fs import FileSystem, LocalFileSystem
 from shared.hudi import (
     KAFKA_COMMIT_OFFSETS_KEY,
     HudiTable,
@@ -34,7 +35,7 @@ from shared.hudi import (
     write_token,
 )
 from shared.schema import TableSchema
-from shared.sink_log import EntryKind, LogEntry, SinkLog, SinkLogState
+from shared.sink_log import EntryKind, LogEntry, SinkLog, SinkLogState, plan_trim
 
 DDL = "id STRING, country STRING, amount DOUBLE"
 T1, T2, T3 = "20250101000000001", "20250101000000002", "20250101000000003"
@@ -63,8 +64,10 @@ class Env:
         """A fresh table object, as a separate coordinator process would have."""
         return HudiTable(FS, str(self.base))
 
-    def committer(self, name: str, claim: bool = True) -> TableCommitter:
-        committer = TableCommitter(FS, self.table(), DirectDisposal(FS))
+    def committer(self, name: str, claim: bool = True, fs: FileSystem = FS,
+                  **limits: int) -> TableCommitter:
+        """A coordinator's committer; ``limits`` are its sink log trim thresholds."""
+        committer = TableCommitter(fs, HudiTable(fs, str(self.base)), DirectDisposal(fs), **limits)
         if claim:
             committer.claim_epoch({"id": name})
         return committer
@@ -622,3 +625,163 @@ def test_sink_log_ignores_foreign_files_and_rejects_corrupt_entries(tmp_path: Pa
     (log_dir / "000000000001.json").write_text("{not json", encoding="utf-8")
     with pytest.raises(TableFormatError, match="000000000001.json"):
         log.read_state()
+
+
+# --- (f) a bounded sink log -------------------------------------------------------------------
+
+
+def nth(i: int) -> str:
+    """The i-th of many instants, all after T1..T3."""
+    return f"20250102{i:09d}"
+
+
+def _log_seqs(env: Env) -> list[int]:
+    return sorted(int(p.stem) for p in (env.base / ".hoodie/.sink/log").glob("*.json"))
+
+
+def test_sink_log_and_states_stay_bounded_over_many_decisions(env: Env) -> None:
+    standby = env.committer("standby", claim=False)
+    standby.refresh()
+    leader = env.committer("c1", keep_entries=4, trim_above=8)
+    for i in range(40):
+        leader.start(nth(i))
+        if i % 4 == 3:
+            leader.abort(nth(i), "timeout")
+        else:
+            leader.commit(nth(i), env.metadata([], i), [])
+        standby.refresh()
+        assert len(_log_seqs(env)) <= 8
+        assert len(standby.state.decisions) <= 8 + 10  # recent entries + the ten aborts
+    assert leader.state.last_seq == 41 and len(_log_seqs(env)) >= 4
+    assert len(env.table().completed_commits()) == 30
+    fresh = env.log_state()
+    for state in (fresh, leader.refresh(), standby.state):
+        assert (state.last_seq, state.epoch, state.floor) == (41, 1, fresh.floor)
+        assert state.decisions == fresh.decisions
+        # Completed commits below the floor are forgotten; every abort is still known.
+        assert all(r.seq >= state.floor for r in state.decisions.values()
+                   if r.kind is EntryKind.COMMIT)
+        assert all(state.rolled_back(nth(i)) for i in range(3, 40, 4))
+    assert env.committer("c2").epoch == 2  # a new leader claims from the checkpoint
+
+
+def test_zombie_whose_next_number_was_trimmed_cannot_commit(env: Env) -> None:
+    zombie = env.committer("c1")  # entry 1; its next number is 2
+    zombie.start(T1)
+    files = [env.stage(T1, "de", ["a"])]
+    leader = env.committer("c2", keep_entries=4, trim_above=8)  # takes number 2
+    for i in range(12):
+        leader.start(nth(i))
+        leader.commit(nth(i), env.metadata([], i), [])
+    assert 2 not in _log_seqs(env)  # the zombie's next number was trimmed
+    with pytest.raises(FencedError):
+        zombie.commit(T1, env.metadata(files, 1), [f.move for f in files])
+    with pytest.raises(FencedError):
+        zombie.abort(T1, "timeout")
+    assert 2 not in _log_seqs(env)  # its stray entry did not stay
+    assert not (env.base / ".hoodie" / f"{T1}.commit").exists()
+    assert (env.base / files[0].staged).is_file() and not (env.base / files[0].final).exists()
+    assert T1 not in env.log_state().decisions
+    assert zombie.state.epoch == 2  # the zombie learned who leads
+    assert env.read_ids() == []
+
+
+def test_recover_rolls_a_decided_commit_forward_after_trims(env: Env) -> None:
+    old = env.committer("c1", keep_entries=4, trim_above=8)
+    for i in range(10):
+        old.start(nth(i))
+        old.commit(nth(i), env.metadata([], i), [])
+    decided = nth(100)
+    old.start(decided)
+    files = [env.stage(decided, "de", ["a", "b"]), env.stage(decided, "fr", ["c"], kafka_partition=1)]
+    _decide_commit_then_crash(env, old, decided, files, 3)
+    decided_seq = env.log_state().decisions[decided].seq
+    # Another trimmer, as eager as it can be: it must stop at the undone commit's entry.
+    log = SinkLog(FS, str(env.base))
+    state = log.read_state()
+    table = env.table()
+    plan = plan_trim(state, completed=table.completed_commits(), pending=table.pending_instants(),
+                     keep_entries=1)
+    assert plan is not None and plan.floor == decided_seq
+    log.trim(state, plan)
+    assert _log_seqs(env)[0] == decided_seq
+
+    new = env.committer("c2", keep_entries=4, trim_above=8)  # reads from the checkpoint
+    assert new.recover().rolled_forward == [decided]
+    assert env.read_ids() == ["a", "b", "c"]
+    _assert_no_unlisted_partition_files(env)
+    for i in range(101, 112):  # once complete, the entry is trimmed like any other
+        new.start(nth(i))
+        new.commit(nth(i), env.metadata([], i), [])
+    assert decided_seq not in _log_seqs(env)
+    again = env.committer("c3").recover()
+    assert again.rolled_forward == [] and again.rolled_back == []
+
+
+def test_a_failed_trim_does_not_fail_the_commit(env: Env) -> None:
+    broken = [True]
+
+    def deny_log_deletes(op: tuple[str, ...]) -> None:
+        if op[0] == "delete" and "/.sink/log/" in op[1] and broken[0]:
+            raise PermissionError("delete denied")
+
+    leader = env.committer("c1", fs=RecordingFileSystem(hook=deny_log_deletes),
+                           keep_entries=4, trim_above=8)
+    for i in range(10):
+        leader.start(nth(i))
+        leader.commit(nth(i), env.metadata([], i), [])
+    assert len(env.table().completed_commits()) == 10
+    assert _log_seqs(env)[0] == 1  # the checkpoint was written, nothing deleted
+    broken[0] = False
+    leader.start(nth(10))
+    leader.commit(nth(10), env.metadata([], 10), [])
+    assert len(_log_seqs(env)) <= 8 and _log_seqs(env)[0] > 1
+
+
+# --- (g) durability before the commit file ----------------------------------------------------
+
+
+def test_commit_syncs_files_before_the_decision_and_moves_before_the_commit_file(env: Env) -> None:
+    fs = RecordingFileSystem()
+    committer = env.committer("c1", fs=fs)
+    committer.start(T1)
+    files = [env.stage(T1, "de", ["a"]), env.stage(T1, "de", ["b"], kafka_partition=1),
+             env.stage(T1, "fr", ["c"], kafka_partition=2)]
+    fs.clear()
+    committer.commit(T1, env.metadata(files, 3), [f.move for f in files])
+
+    base = str(env.base)
+    decision = fs.index(("create_exclusive", f"{base}/.hoodie/.sink/log/000000000002.json"))
+    commit_file = fs.index(("create_exclusive", f"{base}/.hoodie/{T1}.commit"))
+    staged = sorted(f"{base}/{f.staged}" for f in files)
+    assert sorted(op[1] for op in fs.named("fsync_file")) == staged  # one sync per file
+    assert all(fs.index(("fsync_file", path)) < decision for path in staged)
+    before = [op[1] for op in fs.ops[:decision] if op[0] == "fsync_dir"]
+    assert {f"{base}/.hoodie/.temp/{T1}/de", f"{base}/.hoodie/.temp/{T1}/fr",
+            f"{base}/.hoodie/.temp/{T1}", base} <= set(before)
+    assert len(before) == len(set(before))  # each directory once
+    renames = [i for i, op in enumerate(fs.ops) if op[0] == "rename"]
+    assert len(renames) == 3 and decision < renames[0]
+    after = [op[1] for op in fs.ops[renames[-1]:commit_file] if op[0] == "fsync_dir"]
+    assert {f"{base}/de", f"{base}/fr", base, f"{base}/.hoodie/.temp/{T1}/de"} <= set(after)
+    assert len(after) == len(set(after))
+    assert env.read_ids() == ["a", "b", "c"]
+
+
+def test_roll_forward_syncs_placed_files_before_the_commit_file(env: Env) -> None:
+    old = env.committer("c1")
+    old.start(T1)
+    files = [env.stage(T1, "de", ["a"]), env.stage(T1, "fr", ["b"], kafka_partition=1)]
+    _decide_commit_then_crash(env, old, T1, files, 2)
+    env.table().place_file(str(env.base / files[0].staged), files[0].stat)  # moved before the crash
+    fs = RecordingFileSystem()
+    new = env.committer("c2", fs=fs)
+    fs.clear()
+    assert new.recover().rolled_forward == [T1]
+    base = str(env.base)
+    commit_file = fs.index(("create_exclusive", f"{base}/.hoodie/{T1}.commit"))
+    for f in files:
+        assert fs.index(("fsync_file", f"{base}/{f.final}")) < commit_file
+    for directory in (f"{base}/de", f"{base}/fr", base):
+        assert fs.index(("fsync_dir", directory)) < commit_file
+    assert env.read_ids() == ["a", "b"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from pathlib import Path
@@ -185,3 +186,126 @@ def test_filesystem_for() -> None:
         with pytest.raises(ConfigError) as info:
             filesystem_for(bad)
         assert info.value.key == "table.base_path"
+
+
+# --- durability --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def syscalls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """fsync/link/replace calls in order, each with the path it acted on (Linux /proc)."""
+    calls: list[tuple[str, str]] = []
+    real_fsync, real_link, real_replace = os.fsync, os.link, os.replace
+
+    def fsync(fd: int) -> None:
+        calls.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def link(src: str, dst: str, **kwargs: bool) -> None:
+        calls.append(("link", str(dst)))
+        real_link(src, dst, **kwargs)
+
+    def replace(src: str, dst: str) -> None:
+        calls.append(("replace", str(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "link", link)
+    monkeypatch.setattr(os, "replace", replace)
+    return calls
+
+
+def _synced_temp(calls: list[tuple[str, str]], target: Path) -> int:
+    """Index of the fsync of ``target``'s temp file (``.<name>.<random>.tmp`` beside it)."""
+    return next(i for i, (op, path) in enumerate(calls) if op == "fsync"
+                and os.path.basename(path).startswith(f".{target.name}.") and path.endswith(".tmp"))
+
+
+def test_create_exclusive_syncs_content_before_the_link_and_the_directory_after(
+        tmp_path: Path, syscalls: list[tuple[str, str]]) -> None:
+    target = tmp_path / "fence"
+    assert LocalFileSystem().create_exclusive(str(target), b"x")
+    link = syscalls.index(("link", str(target)))
+    assert _synced_temp(syscalls, target) < link < syscalls.index(("fsync", str(tmp_path)))
+
+
+def test_write_atomic_syncs_content_before_the_replace_and_the_directory_after(
+        tmp_path: Path, syscalls: list[tuple[str, str]]) -> None:
+    target = tmp_path / "20250101000000001.inflight"
+    LocalFileSystem().write_atomic(str(target), b"{}")
+    replace = syscalls.index(("replace", str(target)))
+    assert _synced_temp(syscalls, target) < replace < syscalls.index(("fsync", str(tmp_path)))
+
+
+def test_directories_created_for_a_durable_write_are_synced_into_their_parents(
+        tmp_path: Path, syscalls: list[tuple[str, str]]) -> None:
+    target = tmp_path / "a" / "b" / "entry.json"
+    assert LocalFileSystem().create_exclusive(str(target), b"x")
+    link = syscalls.index(("link", str(target)))
+    assert syscalls.index(("fsync", str(tmp_path))) < link  # holds the new "a"
+    assert syscalls.index(("fsync", str(tmp_path / "a"))) < link  # holds the new "b"
+    syscalls.clear()
+    assert LocalFileSystem().create_exclusive(str(target.with_name("second.json")), b"y")
+    assert ("fsync", str(tmp_path)) not in syscalls  # existing parents cost nothing
+
+
+def test_fsync_file_and_dir(tmp_path: Path, syscalls: list[tuple[str, str]]) -> None:
+    fs = LocalFileSystem()
+    file = tmp_path / "part.parquet"
+    file.write_bytes(b"written by Spark, never synced")
+    fs.fsync_file(str(file))
+    fs.fsync_dir(str(tmp_path))
+    fs.fsync_dir(str(tmp_path / "missing"))  # nothing to persist
+    assert syscalls == [("fsync", str(file)), ("fsync", str(tmp_path))]
+    with pytest.raises(FileNotFoundError):
+        fs.fsync_file(str(tmp_path / "missing.parquet"))
+
+
+def test_an_io_error_while_syncing_is_raised_and_unsupported_sync_is_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fs = LocalFileSystem()
+    file = tmp_path / "f"
+    file.write_bytes(b"x")
+    failure = [errno.EIO]
+
+    def fsync(fd: int) -> None:
+        raise OSError(failure[0], os.strerror(failure[0]))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(OSError, match="Input/output error"):
+        fs.fsync_file(str(file))
+    with pytest.raises(OSError, match="Input/output error"):
+        fs.fsync_dir(str(tmp_path))
+    failure[0] = errno.EINVAL  # a file system that cannot sync this kind of file
+    fs.fsync_file(str(file))
+    fs.fsync_dir(str(tmp_path))
+
+
+def test_list_dir_skips_an_entry_deleted_while_listing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file deleted between readdir and stat must not make the whole directory look empty
+    (an empty timeline or checkpoint listing would be read as "nothing committed")."""
+    for name in ("a", "b", "c"):
+        (tmp_path / name).write_bytes(b"x")
+    real_scandir = os.scandir
+
+    class Vanished:
+        def __init__(self, entry: os.DirEntry[str]) -> None:
+            self.name = entry.name
+
+        def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
+            raise FileNotFoundError(errno.ENOENT, "deleted meanwhile", self.name)
+
+    class Listing:
+        def __init__(self, path: str) -> None:
+            self._inner = real_scandir(path)
+
+        def __enter__(self) -> list[object]:
+            entries = list(self._inner)
+            return [Vanished(e) if e.name == "b" else e for e in entries]
+
+        def __exit__(self, *exc: object) -> None:
+            self._inner.close()
+
+    monkeypatch.setattr(os, "scandir", Listing)
+    assert [i.name for i in LocalFileSystem().list_dir(str(tmp_path))] == ["a", "c"]

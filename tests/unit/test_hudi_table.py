@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
+from recording_fs import RecordingFileSystem
 
 from shared.config import TableConfig
 from shared.errors import ConfigError, TableFormatError
@@ -403,3 +404,29 @@ def test_properties_round_trip_java_syntax() -> None:
     assert parse_properties(raw.decode("latin-1")) == props
     java = "# comment\n! other\nk1 = v1\nk2:v2\nk3 v3\nlong=a\\\n    b\n"
     assert parse_properties(java) == {"k1": "v1", "k2": "v2", "k3": "v3", "long": "ab"}
+
+
+def test_every_metadata_file_is_written_through_a_durable_primitive(tmp_path: Path) -> None:
+    """Properties, timeline and partition markers only ever come from ``write_atomic`` or
+    ``create_exclusive`` (temp + fsync + rename/link + directory fsync), so none of them can be
+    found truncated after a power loss; data files are moved by rename, synced by the caller."""
+    fs = RecordingFileSystem()
+    base = tmp_path / "orders"
+    config = _config(base)
+    schema = TableSchema.from_config(config)
+    table = HudiTable(fs, str(base))
+    table.initialize(config, schema)
+    _commit(table, config, schema, T1, [("a", "de"), ("b", "fr")])
+    table.start_instant(T2)
+    table.rollback_instant(T2)
+    table.start_instant(T3)
+
+    durable = {op[1] for op in fs.named("write_atomic", "create_exclusive")}
+    renamed = {op[2] for op in fs.named("rename")}
+    written = {str(p) for p in base.rglob("*") if p.is_file()}
+    metadata = {p for p in written if not p.endswith(".parquet")}
+    rolled_back = {f"{base}/.hoodie/{T2}.commit.requested", f"{base}/.hoodie/{T2}.inflight"}
+    assert metadata == durable - rolled_back
+    assert written - metadata == renamed
+    assert {os.path.basename(p) for p in metadata} >= {
+        "hoodie.properties", f"{T1}.commit", f"{T3}.inflight", ".hoodie_partition_metadata"}
