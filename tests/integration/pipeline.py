@@ -6,6 +6,7 @@ REST and the table on disk (read back with hudi-rs, an independent reader).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -20,6 +21,8 @@ import httpx
 import orjson
 import pyarrow as pa
 import yaml
+from aiokafka import AIOKafkaConsumer
+from aiokafka import TopicPartition as KafkaTopicPartition
 from hudi import HudiReadOptions, HudiTableBuilder
 
 from shared.broker import free_port
@@ -41,6 +44,26 @@ def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, every_
             last_error = exc
         time.sleep(every_s)
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what} (last error: {last_error})")
+
+
+def metric_samples(service: Service, name: str) -> dict[str, float]:
+    """Every sample of one Prometheus metric of ``service``, keyed by its label text
+    (``partition="0",topic="t"``; ``""`` without labels): what an alert rule would see."""
+    text = httpx.get(f"{service.url}/metrics", timeout=5).text
+    samples: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        series, _, value = line.rpartition(" ")
+        metric, _, labels = series.partition("{")
+        if metric == name:
+            samples[labels.removesuffix("}")] = float(value)
+    return samples
+
+
+def metric_total(service: Service, name: str) -> float:
+    """The sum of a metric's samples (0 when the service does not export it yet)."""
+    return sum(metric_samples(service, name).values())
 
 
 @dataclass
@@ -184,10 +207,32 @@ class Pipeline:
                 "--partitions", str(self.partitions)]
         return args + (["--rate", str(rate)] if rate else [])
 
+    def transactions(self, coordinator: Service) -> list[dict[str, Any]]:
+        """``GET /transactions`` (newest first, up to 1,000 entries)."""
+        history: list[dict[str, Any]] = httpx.get(
+            f"{coordinator.url}/transactions", params={"limit": 1000}, timeout=5).json()
+        return history
+
     def aborted_transactions(self, coordinator: Service) -> list[dict[str, Any]]:
-        history = httpx.get(f"{coordinator.url}/transactions", params={"limit": 1000},
-                            timeout=5).json()
-        return [h for h in history if h["state"] == "aborted"]
+        return [h for h in self.transactions(coordinator) if h["state"] == "aborted"]
+
+    def group_offsets(self) -> dict[int, int | None]:
+        """Offsets the participants' consumer group committed on the data topic (what lag
+        tools read). aiokafka's admin offset listing fails on the development broker, so a
+        group-less read through ``committed()`` it is: it never joins the group."""
+
+        async def fetch() -> dict[int, int | None]:
+            consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap,
+                                        group_id=f"{self.name}-participants",
+                                        enable_auto_commit=False)
+            await consumer.start()
+            try:
+                return {p: await consumer.committed(KafkaTopicPartition(self.topic, p))
+                        for p in range(self.partitions)}
+            finally:
+                await consumer.stop()
+
+        return asyncio.run(fetch())
 
     # --- the table --------------------------------------------------------------------------
     @property
@@ -204,9 +249,11 @@ class Pipeline:
 
     def latest_offsets(self) -> dict[int, int]:
         commits = self.completed_commits()
-        if not commits:
-            return {}
-        raw = self.commit_metadata(commits[-1])["extraMetadata"].get("kafka.commit.offsets", "")
+        return self.offsets_of(commits[-1]) if commits else {}
+
+    def offsets_of(self, instant: str) -> dict[int, int]:
+        """``kafka.commit.offsets`` of one completed instant, by partition of the data topic."""
+        raw = self.commit_metadata(instant)["extraMetadata"].get("kafka.commit.offsets", "")
         return {p: o for (_, p), o in parse_offsets(raw, [self.topic]).items()}
 
     def wait_offsets(self, expected: int, timeout_s: float) -> None:
