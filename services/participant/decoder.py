@@ -34,8 +34,8 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from shared.errors import HudiSinkError
-from shared.hudi.naming import encode_partition_value
+from shared.errors import InvalidPartitionValue
+from shared.hudi.naming import MAX_DIR_NAME_BYTES, partition_path
 from shared.schema import ColumnKind, TableSchema
 
 __all__ = [
@@ -70,8 +70,6 @@ INVALID_TIMESTAMP = "InvalidTimestamp"
 INVALID_DATE = "InvalidDate"
 PARTITION_VALUE_TOO_LONG = "PartitionValueTooLong"
 
-MAX_DIR_NAME_BYTES = 255
-"""Longest directory name (bytes) of common filesystems and object-store key segments."""
 
 #: Every ``Rejected.error_class`` the decoder can produce (e.g. to pre-register metrics).
 ERROR_CLASSES = frozenset(
@@ -390,9 +388,11 @@ def _plan_column(name: str, kind: ColumnKind) -> tuple[type | None, _Converter]:
 class RecordDecoder:
     """Decodes record values for one table schema; build once, reuse for every record."""
 
-    __slots__ = ("_schema", "_max_record_bytes", "_plan", "_names", "_key", "_partition", "_ncols")
+    __slots__ = ("_schema", "_max_record_bytes", "_plan", "_names", "_key", "_partition", "_hive_style",
+                 "_ncols")
 
-    def __init__(self, schema: TableSchema, max_record_bytes: int) -> None:
+    def __init__(self, schema: TableSchema, max_record_bytes: int,
+                 *, hive_style: bool = False) -> None:
         if max_record_bytes < 1:
             raise ValueError("max_record_bytes must be at least 1")
         self._schema = schema
@@ -404,6 +404,7 @@ class RecordDecoder:
         self._names = tuple(column.name for column in schema.columns)
         self._key = schema.record_key_field
         self._partition = schema.partition_field
+        self._hive_style = hive_style
         self._ncols = len(schema.columns)
 
     @property
@@ -414,20 +415,13 @@ class RecordDecoder:
         """A partition value whose directory name no filesystem can hold is a bad record
         (dead-lettered here), not a flush that would fail forever."""
         assert self._partition is not None
-        room = MAX_DIR_NAME_BYTES - len(self._partition.encode()) - 1  # room for "field="
-        if len(value) * 4 <= room:
-            return None  # no character encodes to more than 4 bytes
+        if len(value) * 4 + len(self._partition) + 1 <= MAX_DIR_NAME_BYTES:
+            return None  # fast path: no character encodes to more than 4 bytes
         try:
-            encoded = encode_partition_value(value)
-        except HudiSinkError as exc:  # the encoder's own limit
-            return Rejected(PARTITION_VALUE_TOO_LONG, f"partition field {self._partition!r}: {exc}")
-        if len(encoded.encode()) <= room:
-            return None
-        return Rejected(
-            PARTITION_VALUE_TOO_LONG,
-            f"partition field {self._partition!r}: value encodes to a directory name of "
-            f"{len(encoded.encode())} bytes (at most {room} fit)",
-        )
+            partition_path(value, self._partition, self._hive_style)
+        except InvalidPartitionValue as exc:
+            return Rejected(PARTITION_VALUE_TOO_LONG, str(exc))
+        return None
 
     def decode(self, value: bytes | None) -> Decoded:
         """Decode one record value; never raises (see module docstring)."""

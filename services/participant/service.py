@@ -212,7 +212,8 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         return TransactionParticipant(
             topic=topic,
             partition=partition,
-            decoder=RecordDecoder(self.schema, self.config.errors.max_record_bytes),
+            decoder=RecordDecoder(self.schema, self.config.errors.max_record_bytes,
+                                  hive_style=self.config.table.hive_style_partitioning),
             flush_records=self.config.transaction.flush_records,
             fail_on_error=self.config.errors.tolerance == "fail",
         )
