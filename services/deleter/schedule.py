@@ -17,8 +17,9 @@ passes are idempotent and every delete is decided from the table.
 
 The sweep's timings come from existing settings rather than new keys:
 ``sweep_interval_s`` is ``reconsume_later_s`` (how long anything not yet deletable waits for
-another look) clamped to [1 s, 5 min], and a file must be ``send_delay_s`` old — a swept file
-is treated as if its intent had been sent when it was last written. The reconcile's last run
+another look) clamped to [1 s, 5 min], and a file must be ``send_delay_s`` old and have been
+seen by the sweep that long before — a swept file is treated as if an intent had been sent
+for it when the sweep first saw it, so the intents sent when the instant finished go first. The reconcile's last run
 is kept in the table (``.hoodie/.sink/deleter/schedule.json``) so restarting pods does not
 postpone it forever, nor run it on every start.
 """
@@ -126,19 +127,26 @@ class ScheduledWork:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Tick until ``stop`` is set; a failing pass is logged and retried next tick."""
-        while not stop.is_set():
-            active = self._is_scheduler()
-            if active != self.active:
-                self.active = active
-                self._metrics.deleter_scheduler(active)
-                log.info("scheduled work (staging sweep, reconcile): %s",
-                         "this pod" if active else "another pod")
-            if active:
-                await self.tick()
-            wait = self.schedule.sweep_interval_s if active else min(
-                self.schedule.sweep_interval_s, ROLE_CHECK_S)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), wait)
+        try:
+            while not stop.is_set():
+                active = self._is_scheduler()
+                if active != self.active:
+                    self._set_active(active)
+                if active:
+                    await self.tick()
+                wait = self.schedule.sweep_interval_s if active else min(
+                    self.schedule.sweep_interval_s, ROLE_CHECK_S)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), wait)
+        finally:
+            if self.active:
+                self._set_active(False)
+
+    def _set_active(self, active: bool) -> None:
+        self.active = active
+        self._metrics.deleter_scheduler(active)
+        log.info("scheduled work (staging sweep, reconcile): %s",
+                 "this pod" if active else "not this pod")
 
     async def tick(self) -> None:
         if self.schedule.sweep and await self._attempt("sweep", self._sweep_once):

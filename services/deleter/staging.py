@@ -144,7 +144,7 @@ class SweepResult:
     kept: int = 0
     """Files the rules kept or could not decide, or whose delete failed (next pass retries)."""
     young: int = 0
-    """Files younger than the minimum age, left to a later pass."""
+    """Files written or first seen less than the minimum age ago, left to a later pass."""
     dirs_removed: int = 0
 
 
@@ -152,9 +152,15 @@ class StagingSweeper:
     """One pass over the staging of finished instants (see the module docstring).
 
     ``settle`` applies the normal decision rules to one intent and returns whether the file
-    is gone afterwards (it removes the emptied directory itself, like any other delete);
-    ``min_age_s`` is how long a file (or a directory) must have been left alone before the
-    sweep acts on it, so a flush racing a rollback is seen whole by a later pass.
+    is gone afterwards (it removes the emptied directory itself, like any other delete).
+
+    ``min_age_s`` counts twice. A file (or directory) must have been left alone that long, so
+    a flush racing a rollback is seen whole by a later pass. And the sweep must have seen the
+    file in a finished instant's staging that long before, as if it had sent an intent for it
+    then: the intents the coordinator sent when the instant finished are due ``send_delay_s``
+    after that, so they are handled first and the sweep only picks up what nobody announced
+    (the first pass after a pod takes the role acts on nothing). Sightings are kept for the
+    files currently listed only, so memory stays bounded by the staging area.
     """
 
     def __init__(
@@ -173,6 +179,8 @@ class StagingSweeper:
         self._settle = settle
         self._min_age_s = min_age_s
         self._clock = clock
+        self._first_seen: dict[str, float] = {}
+        """Path → when a pass first saw it in a finished instant's staging."""
 
     async def sweep(self) -> SweepResult:
         result = SweepResult()
@@ -180,10 +188,12 @@ class StagingSweeper:
         trees = await asyncio.to_thread(finished_staging, self._fs, snapshot)
         now = self._clock()
         cutoff = now - self._min_age_s
+        seen, self._first_seen = self._first_seen, {}
         for tree in trees:
             result.instants += 1
             for info in tree.files:
-                if info.mtime > cutoff:
+                first_seen = self._first_seen[info.path] = seen.get(info.path, now)
+                if info.mtime > cutoff or first_seen > cutoff:
                     result.young += 1
                     continue
                 intent = intent_for_staged_file(

@@ -2,8 +2,9 @@
 ``flush_records`` 500 so files exist mid-transaction; one participant SIGKILLed
 mid-transaction and restarted; 16,000 records. Exactly once holds, and within 90 s of the
 commit covering every offset: partition directories hold only committed files, none of the
-killed participant's staged files remains, staging holds no file of a finished instant, and
-the deletion DLQ is empty."""
+killed participant's staged files remains, staging holds no file and no directory of a
+finished instant (files that landed after a rollback's intents included: the deleter's
+scheduled sweep removes them), and the deletion DLQ is empty."""
 
 from __future__ import annotations
 
@@ -86,11 +87,13 @@ def test_deletion_leaves_no_orphans_after_a_participant_kill(
             leftovers = [p for p in _staged_files(pipeline)
                          if p.relative_to(pipeline.timeline / ".temp").parts[0] in finished]
             lingering = [p for p in victim_files if p.exists()]
+            temp = pipeline.timeline / ".temp"
+            finished_dirs = [d for d in temp.iterdir() if d.name in finished] if temp.exists() else []
             return (pipeline.partition_files() <= pipeline.listed_files()
-                    and not leftovers and not lingering)
+                    and not leftovers and not lingering and not finished_dirs)
 
-        wait_until(clean, 90, "no orphan, no lingering staged file of a finished instant",
-                   every_s=1)
+        wait_until(clean, 90, "no orphan, no lingering staged file or staging directory of a "
+                   "finished instant", every_s=1)
         assert asyncio.run(_count_records(broker.bootstrap, f"{unique_name}-deletion-dlq")) == 0
         stats = httpx.get(f"{deleter.url}/deletions/stats").json()
         assert stats["deleted"] > 0

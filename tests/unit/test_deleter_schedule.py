@@ -117,16 +117,24 @@ async def test_a_sweep_pass_hands_old_files_of_finished_instants_to_the_rules(tm
         os.unlink(intent.file_path)
         return True
 
+    later = [0.0]
     sweeper = StagingSweeper(FS, str(base), TableStateCache(FS, 600), settle, min_age_s=60,
-                             clock=time.time)
+                             clock=lambda: time.time() + later[0])
+    first = await sweeper.sweep()
+    assert seen == [] and first.young == 3, "a file must have been seen min_age_s before"
+    later[0] = 59.0
+    assert (await sweeper.sweep()).young == 3 and seen == []
+    later[0] = 60.0
+    rewritten = time.time() + 60  # c.parquet is written again "now": too young, seen or not
+    os.utime(young_r, (rewritten, rewritten))
     result = await sweeper.sweep()
 
     assert {(i.file_path, i.reason, i.killing_instant) for i in seen} == {
         (old_c, DeletionReason.UNCOMMITTED_FILE, C), (old_r, DeletionReason.ABORTED_INSTANT, R)}
     assert (result.instants, result.settled, result.young, result.kept) == (2, 2, 1, 0)
     assert os.path.exists(young_r) and os.path.exists(pending)
-    # C's tree was just emptied: it goes once it has been quiet for min_age_s.
-    assert (temp / C).is_dir() and result.dirs_removed == 0
+    # C's tree is empty now and (by this clock) has been quiet long enough; R's is not empty.
+    assert not (temp / C).exists() and (temp / R).is_dir() and result.dirs_removed == 1
 
 
 def test_schedule_derives_from_the_deletion_settings() -> None:
