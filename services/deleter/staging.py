@@ -13,14 +13,16 @@ So the deleter sweeps (``DeleterService``'s scheduled work): every staging direc
 instant is *finished* — completed, or decided ABORT with its rollback done — is listed, each
 file old enough goes through the normal decision rules (``decision.decide``: a file listed by
 a completed commit is never deleted), and a tree left without files is removed. A pending or
-inflight instant's staging is never touched, and neither is one the table does not know.
+inflight instant's staging is never touched, and neither is one the table does not know
+(e.g. a rolled-back instant whose ABORT the sink log trimmed long ago: the reconcile, with its
+age floor, takes care of those).
 
 Why a finished instant's staging holds nothing live: a completed commit's listed files were
 moved out of staging before its ``.commit`` was written (roll-forward does the same), and a
 rolled-back instant can never complete (the sink log's decision is final). Both states are
 terminal, so an answer from a snapshot loaded before the listing stays true.
 
-Functions here do blocking I/O: callers run them in worker threads.
+The module's functions do blocking I/O; :class:`StagingSweeper` runs them in worker threads.
 """
 
 from __future__ import annotations
