@@ -19,9 +19,9 @@ The sweep's timings come from existing settings rather than new keys:
 ``sweep_interval_s`` is ``reconsume_later_s`` (how long anything not yet deletable waits for
 another look) clamped to [1 s, 5 min], and a file must be ``send_delay_s`` old and have been
 seen by the sweep that long before — a swept file is treated as if an intent had been sent
-for it when the sweep first saw it, so the intents sent when the instant finished go first. The reconcile's last run
-is kept in the table (``.hoodie/.sink/deleter/schedule.json``) so restarting pods does not
-postpone it forever, nor run it on every start.
+for it when the sweep first saw it, so the intents sent when the instant finished go first.
+The reconcile's last run is kept in the table (``.hoodie/.sink/deleter/schedule.json``), so
+restarting pods neither postpones it forever nor runs it on every start.
 """
 
 from __future__ import annotations
