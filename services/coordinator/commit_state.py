@@ -48,6 +48,8 @@ class CommitState:
     statuses: dict[Key, WriteStatus] = field(default_factory=dict)
     owners: dict[Key, str] = field(default_factory=dict)
     """Latest member that announced each partition (PARTICIPANT_READY)."""
+    heard_at: float | None = None
+    """When a participant last announced a partition of this instant (alive, working)."""
 
     # --- predicates ---------------------------------------------------------------------
     def is_interval_reached(self, now: float, interval_s: float) -> bool:
@@ -84,8 +86,15 @@ class CommitState:
         return sorted((self.expected - self.statuses.keys()) | failed)
 
     # --- events -------------------------------------------------------------------------
-    def announce(self, key: Key, member: str) -> None:
+    def announce(self, key: Key, member: str, now: float | None = None) -> None:
         self.owners[key] = member
+        if now is not None and key in self.expected:
+            self.heard_at = now
+
+    def heard_recently(self, now: float, within_s: float) -> bool:
+        """Whether a participant of this instant announced itself within ``within_s``:
+        it is alive and still preparing its report (e.g. a slow first flush)."""
+        return self.heard_at is not None and now - self.heard_at <= within_s
 
     def record_status(self, status: WriteStatus, member: str) -> StatusOutcome:
         key = status.key()

@@ -112,7 +112,7 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         """A REST commit: (instant it is for, or None for "the next one", when asked)."""
         self._abort_request: str | None = None
         """A REST abort: the instant it is for (never applied to another one)."""
-        self._waiting_logged_for: str | None = None
+        self._waiting_logged_for: tuple[str, str] | None = None
         self._table_checked_at: float | None = None
         self._running: CoordinatorClients | None = None
         self._fenced_at_generation: int | None = None
@@ -211,7 +211,7 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
             for tp in payload.partitions:
                 self._owners[tp.key()] = envelope.sender.id
                 if state is not None:
-                    state.announce(tp.key(), envelope.sender.id)
+                    state.announce(tp.key(), envelope.sender.id, time.monotonic())
             return self._answer_ready(payload.partitions)
         if isinstance(payload, WriteStatus):
             if state is None or envelope.commit_time != state.instant:
@@ -386,7 +386,7 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
             forced = self._take_commit_request(state.instant, now)
             if forced or state.is_interval_reached(now, txn.interval_ms / 1000):
                 if not forced and not state.has_known_owner():
-                    self._log_waiting(state)
+                    self._log_waiting(state, "no participant has announced a partition yet")
                     return  # nobody could answer an END yet (participants still starting)
                 await self._end_transaction()
         elif phase is CoordinatorPhase.ENDED:
@@ -399,10 +399,10 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
                 targets = [TopicPartition(topic=t, partition=p) for t, p in state.pending()]
                 await self._send(EndCommit(targets=targets))
 
-    def _log_waiting(self, state: CommitState) -> None:
-        if self._waiting_logged_for != state.instant:
-            self._waiting_logged_for = state.instant
-            log.info("%s stays open: no participant has announced a partition yet", state.instant)
+    def _log_waiting(self, state: CommitState, why: str) -> None:
+        if self._waiting_logged_for != (state.instant, why):
+            self._waiting_logged_for = (state.instant, why)
+            log.info("%s stays open: %s", state.instant, why)
 
     def _take_commit_request(self, instant: str, now: float) -> bool:
         """Whether a REST commit applies to ``instant``: asked for it, or asked between two
@@ -421,16 +421,21 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         could have. When no participant has ever announced, keep waiting instead: there is
         nothing to roll back for and a participant that comes up joins this instant."""
         missing = state.pending()
+        alive_s = 3 * self.config.transaction.resend_interval_ms / 1000
         if state.statuses:
             log.warning("write status timeout for %s: committing %d partition(s), carrying %s",
                         state.instant, len(state.statuses), self._keys_text(missing))
             await self._commit()
+        elif state.heard_recently(time.monotonic(), alive_s):
+            # Nobody answered, but participants say they are still working (a slow flush,
+            # Spark warming under load): rolling back would only throw their work away.
+            self._log_waiting(state, "participants are still preparing their reports")
         elif state.has_known_owner():
             log.error("write status timeout for %s; no partition answered (missing %s)",
                       state.instant, self._keys_text(missing))
             await self._abort(AbortReason.WRITE_STATUS_TIMEOUT)
         else:
-            self._log_waiting(state)
+            self._log_waiting(state, "no participant has announced a partition yet")
 
     async def _expected_partitions(self) -> frozenset[Key]:
         counts = await self.clients.admin.partition_counts(list(self.config.kafka.topics))

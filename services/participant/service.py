@@ -484,12 +484,15 @@ class ParticipantService(ServiceShell[ParticipantClients]):
 
     async def _heal(self, now: float, interval: float) -> None:
         # WAITING: no START yet. WRITING for longer than an interval without END: the END
-        # (or our announcement to a new leader) was lost. Either way, announce again.
+        # (or our announcement to a new leader) was lost. DRAINING / ENDING: END arrived and
+        # the report is being prepared (a slow flush): tell the coordinator we are alive, so
+        # it waits instead of rolling back an instant nobody answered yet.
         writing_silence = self.config.transaction.interval_ms / 1000 + interval
+        working = (PartitionPhase.DRAINING, PartitionPhase.ENDING)
         idle = [
             TopicPartition(topic=s.topic, partition=s.partition)
             for s in self._registry.active.values()
-            if (s.phase is PartitionPhase.WAITING and now - s.last_signal_at > interval)
+            if (s.phase in (PartitionPhase.WAITING, *working) and now - s.last_signal_at > interval)
             or (s.phase is PartitionPhase.WRITING and now - s.last_signal_at > writing_silence)
         ]
         if idle:

@@ -213,3 +213,26 @@ async def test_rest_abort_applies_only_to_the_open_instant(
     await participant.status(nxt, P1, 0, 1)
     ack = await participant.expect(MessageType.ACK_COMMIT)
     assert ack.commit_time == nxt.commit_time
+
+
+async def test_a_participant_still_preparing_its_report_is_waited_for_not_rolled_back(
+    sink: tuple[BusCoordinator, MemoryControlBus],
+) -> None:
+    coordinator, bus = sink
+    participant = Participant(bus)
+    start = await participant.expect(MessageType.START_COMMIT)
+    await participant.announce(P0, P1)
+    end = await participant.expect(MessageType.END_COMMIT)
+    assert end.commit_time == start.commit_time
+    # A slow flush: past the 1 s write-status timeout, the participant only says it is alive.
+    loop = asyncio.get_running_loop()
+    until = loop.time() + 2.5
+    while loop.time() < until:
+        await participant.announce(P0, P1)
+        await asyncio.sleep(0.2)
+    assert coordinator.current is not None and coordinator.current.instant == start.commit_time
+    await participant.status(start, P0, 0, 2)
+    await participant.status(start, P1, 0, 3)
+    ack = await participant.expect(MessageType.ACK_COMMIT)
+    assert ack.commit_time == start.commit_time
+    assert coordinator.history.get(start.commit_time or "").state == "committed"  # type: ignore[union-attr]
