@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from table_files import FS, abort, complete
+
 from services.deleter.table_state import TableStateCache
-from shared.fs import LocalFileSystem
-from shared.hudi.table import HudiTable, WriteStat, build_commit_metadata
-from shared.sink_log import EntryKind, LogEntry, SinkLog
+from shared.hudi.table import HudiTable
 
 C1, P, C2, FUTURE = "20250101000000001", "20250101000000002", "20250101000000003", "20250101000000009"
-FS = LocalFileSystem()
 
 
 class Clock:
@@ -21,26 +20,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def complete(table: HudiTable, instant: str, fid: str) -> str:
-    """Complete ``instant`` listing one base file; returns its absolute path."""
-    table.start_instant(instant)
-    relative = f"de/{fid}_0-0-1_{instant}.parquet"
-    path = Path(table.base_path) / relative
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"parquet-ish")
-    stat = WriteStat(file_id=fid, path=relative, partition_path="de", num_writes=1,
-                     num_inserts=1, file_size_bytes=11, total_write_bytes=11)
-    table.complete_instant(instant, build_commit_metadata([stat], {"schema": "{}"}))
-    return str(path)
-
-
-def abort(base: str, table: HudiTable, instant: str) -> None:
-    log = SinkLog(FS, base)
-    assert log.try_append(LogEntry(seq=log.read_state().last_seq + 1, kind=EntryKind.ABORT,
-                                   epoch=1, instant=instant))
-    table.rollback_instant(instant, delete_staging=False)
 
 
 async def test_the_cached_snapshot_answers_until_it_expires(tmp_path: Path) -> None:
@@ -53,7 +32,7 @@ async def test_the_cached_snapshot_answers_until_it_expires(tmp_path: Path) -> N
 
     first = await cache.get(base, [P])
     assert cache.loads == 1 and P in first.pending
-    abort(base, table, P)  # an instant the snapshot already knows: no staleness guard
+    abort(table, P)  # an instant the snapshot already knows: no staleness guard
     clock.now = 599.9
     cached = await cache.get(base, [P])
     assert cached is first and cache.loads == 1, "reloaded before the expiry"

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from table_files import FS, abort, complete, write_file
 
 from services.deleter.schedule import SCHEDULE_STATE, Schedule, ScheduledWork
 from services.deleter.staging import (
@@ -23,13 +24,10 @@ from services.deleter.staging import (
 from services.deleter.table_state import TableSnapshot, TableStateCache
 from shared.config import DeletionConfig
 from shared.deletion import DeletionReason, PendingDelete
-from shared.fs import LocalFileSystem
-from shared.hudi.table import HudiTable, build_commit_metadata
+from shared.hudi.table import HudiTable
 from shared.metrics import Metrics
-from shared.sink_log import EntryKind, LogEntry, SinkLog
 
 C, R, P, MID, UNKNOWN = (f"2025010100000000{i}" for i in (1, 2, 3, 4, 5))
-FS = LocalFileSystem()
 
 
 def snapshot(base: str) -> TableSnapshot:
@@ -37,15 +35,6 @@ def snapshot(base: str) -> TableSnapshot:
     return TableSnapshot(table_path=base, completed=frozenset({C}), pending=frozenset({P, MID}),
                          rolled_back=frozenset({R, MID}), listed_files=frozenset(),
                          latest_instant=UNKNOWN, loaded_at=0.0)
-
-
-def write(path: Path, age_s: float = 0) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"x")
-    if age_s:
-        then = time.time() - age_s
-        os.utime(path, (then, then))
-    return str(path)
 
 
 def test_finished_means_completed_or_rolled_back_for_good() -> None:
@@ -71,12 +60,12 @@ def test_staging_dir_of(path: str, expected: tuple[str, str] | None) -> None:
 def test_finished_staging_lists_only_finished_instants(tmp_path: Path) -> None:
     base = tmp_path / "t"
     temp = base / ".hoodie/.temp"
-    write(temp / C / "de/a.parquet")
-    write(temp / R / ".spark-1/_temporary/part-0.parquet")
+    write_file(temp / C / "de/a.parquet")
+    write_file(temp / R / ".spark-1/_temporary/part-0.parquet")
     (temp / R / "empty").mkdir(parents=True)
-    write(temp / P / "de/b.parquet")
-    write(temp / MID / "de/c.parquet")
-    write(temp / UNKNOWN / "de/d.parquet")
+    write_file(temp / P / "de/b.parquet")
+    write_file(temp / MID / "de/c.parquet")
+    write_file(temp / UNKNOWN / "de/d.parquet")
     (temp / "not-an-instant").mkdir()
     found = {t.instant: t for t in finished_staging(FS, snapshot(str(base)))}
     assert set(found) == {C, R}
@@ -86,7 +75,7 @@ def test_finished_staging_lists_only_finished_instants(tmp_path: Path) -> None:
 
 def test_remove_if_empty_keeps_files_and_recent_directories(tmp_path: Path) -> None:
     root = tmp_path / "staging"
-    held = write(root / "de/a.parquet")
+    held = write_file(root / "de/a.parquet")
     assert not remove_if_empty(FS, str(root)), "a tree holding a file was removed"
     os.unlink(held)
     now = time.time()
@@ -99,17 +88,15 @@ def test_remove_if_empty_keeps_files_and_recent_directories(tmp_path: Path) -> N
 async def test_a_sweep_pass_hands_old_files_of_finished_instants_to_the_rules(tmp_path: Path) -> None:
     base = tmp_path / "t"
     table = HudiTable(FS, str(base))
-    table.start_instant(C)
-    table.complete_instant(C, build_commit_metadata([], {"schema": "{}"}))
+    complete(table, C, "aaaa-1")
     table.start_instant(R)
-    assert SinkLog(FS, str(base)).try_append(LogEntry(seq=1, kind=EntryKind.ABORT, epoch=1, instant=R))
-    table.rollback_instant(R, delete_staging=False)
+    abort(table, R)
     table.start_instant(P)
     temp = base / ".hoodie/.temp"
-    old_c = write(temp / C / "de/a.parquet", age_s=120)
-    old_r = write(temp / R / "de/b.parquet", age_s=120)
-    young_r = write(temp / R / "de/c.parquet")
-    pending = write(temp / P / "de/d.parquet", age_s=120)
+    old_c = write_file(temp / C / "de/a.parquet", age_s=120)
+    old_r = write_file(temp / R / "de/b.parquet", age_s=120)
+    young_r = write_file(temp / R / "de/c.parquet")
+    pending = write_file(temp / P / "de/d.parquet", age_s=120)
     seen: list[PendingDelete] = []
 
     async def settle(intent: PendingDelete) -> bool:

@@ -3,11 +3,11 @@ the snapshot/orphan-scan it decides from."""
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import pytest
+from table_files import FS, abort, complete, write_file
 
 from services.deleter.decision import Outcome, decide
 from services.deleter.table_state import TableSnapshot, load_snapshot, scan_orphans
@@ -18,9 +18,8 @@ from shared.deletion import (
     PendingDelete,
     intent_for_staged_file,
 )
-from shared.fs import FileInfo, LocalFileSystem
-from shared.hudi.table import HudiTable, WriteStat, build_commit_metadata
-from shared.sink_log import EntryKind, LogEntry, SinkLog
+from shared.fs import FileInfo
+from shared.hudi.table import HudiTable
 
 BASE = "/tbl"
 C1, C2, R, P, MID = (f"2025010100000000{i}" for i in (1, 2, 3, 4, 5))
@@ -210,41 +209,23 @@ def test_headers_round_trip() -> None:
 
 
 # --- the snapshot and the orphan scan, on a real table --------------------------------------
-def _write(path: Path, age_s: float = 0) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"parquet-ish")
-    if age_s:
-        then = time.time() - age_s
-        os.utime(path, (then, then))
-
-
 def test_snapshot_and_scan_on_disk(tmp_path: Path) -> None:
-    fs = LocalFileSystem()
     base = tmp_path / "t"
-    table = HudiTable(fs, str(base))
-    table.start_instant(C1)
-    listed = f"de/aaaa-1_0-0-1_{C1}.parquet"
-    _write(base / listed, age_s=7200)
-    stat = WriteStat(file_id="aaaa-1", path=listed, partition_path="de", num_writes=1,
-                     num_inserts=1, file_size_bytes=11, total_write_bytes=11)
-    table.complete_instant(C1, build_commit_metadata([stat], {"schema": "{}"}))
+    table = HudiTable(FS, str(base))
+    listed = complete(table, C1, "aaaa-1", age_s=7200)
     table.start_instant(R)
-    SinkLog(fs, str(base)).try_append(LogEntry(seq=1, kind=EntryKind.ABORT, epoch=1, instant=R))
-    table.rollback_instant(R, delete_staging=False)
+    abort(table, R)
     table.start_instant(P)
-    _write(base / f".hoodie/.temp/{P}/de/cccc-1_0-0-1_{P}.parquet", age_s=7200)
-    orphan = base / f"de/bbbb-1_0-0-1_{R}.parquet"
-    _write(orphan, age_s=7200)
-    _write(base / f"de/eeee-1_0-0-1_{R}.parquet")  # young
-    _write(base / f".hoodie/.temp/{R}/de/ffff-1_0-0-1_{R}.parquet", age_s=7200)
-    _write(base / f"de/gggg-1_0-0-1_{FUTURE}.parquet", age_s=7200)  # unseen instant
-    _write(base / "de/.hoodie_partition_metadata", age_s=7200)
+    write_file(base / f".hoodie/.temp/{P}/de/cccc-1_0-0-1_{P}.parquet", age_s=7200)
+    orphan = write_file(base / f"de/bbbb-1_0-0-1_{R}.parquet", age_s=7200)
+    write_file(base / f"de/eeee-1_0-0-1_{R}.parquet")  # young
+    staged_orphan = write_file(base / f".hoodie/.temp/{R}/de/ffff-1_0-0-1_{R}.parquet", age_s=7200)
+    write_file(base / f"de/gggg-1_0-0-1_{FUTURE}.parquet", age_s=7200)  # unseen instant
+    write_file(base / "de/.hoodie_partition_metadata", age_s=7200)
 
-    snap = load_snapshot(fs, str(base))
+    snap = load_snapshot(FS, str(base))
     assert snap.completed == {C1} and snap.pending == {P} and snap.rolled_back == {R}
-    assert snap.is_listed(str(base / listed)) and snap.latest_instant == P
+    assert snap.is_listed(listed) and snap.latest_instant == P
 
-    found = scan_orphans(fs, snap, now=time.time(), min_age_s=3600)
-    assert sorted(o.path for o in found) == sorted(
-        [str(orphan), str(base / f".hoodie/.temp/{R}/de/ffff-1_0-0-1_{R}.parquet")]
-    )
+    found = scan_orphans(FS, snap, now=time.time(), min_age_s=3600)
+    assert sorted(o.path for o in found) == sorted([orphan, staged_orphan])
