@@ -35,7 +35,7 @@ from services.coordinator.rest import CurrentTransaction, TransactionView, build
 from shared.channel import ControlEndpoint
 from shared.clients import KafkaClientFactory
 from shared.config import SinkConfig
-from shared.deletion import IntentSender, KafkaDisposal
+from shared.deletion import DeletionBacklog, IntentSender, KafkaDisposal
 from shared.errors import ConfigError, FencedError, HudiSinkError, IllegalTransition, TableFormatError
 from shared.faults import Faults
 from shared.fs import filesystem_for
@@ -115,6 +115,7 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         self._waiting_logged_for: tuple[str, str] | None = None
         self._table_checked_at: float | None = None
         self._running: CoordinatorClients | None = None
+        self._backlog: DeletionBacklog | None = None
         self._fenced_at_generation: int | None = None
         self._led_generation: int | None = None
 
@@ -144,11 +145,14 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
 
     def routines(self, running: CoordinatorClients) -> dict[str, Coroutine[Any, Any, Any]]:
         log.info("coordinator %s started; waiting for leadership", self.sender.id)
-        return {
+        routines = {
             "coordinator-election": running.election.run(),
             "coordinator-control": self._control_routine(running.channel),
             "coordinator-process": self._process_routine(running.election),
         }
+        if self._backlog is not None:
+            routines["coordinator-deletion-backlog"] = self._backlog.run(self._stop)
+        return routines
 
     async def start(self) -> CoordinatorClients:
         cfg = self.config
@@ -157,9 +161,10 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         await asyncio.to_thread(self._table.initialize, cfg.table, self.schema)
         await asyncio.to_thread(self.committer.refresh)
         producer = await self._factory.producer("hudi-sink-coordinator")
-        self.committer.disposal = KafkaDisposal(  # deletion intents, now that we can send
-            IntentSender(producer, cfg.deletion_topic), asyncio.get_running_loop(), cfg
-        )
+        intents = IntentSender(producer, cfg.deletion_topic, metrics=self.metrics)
+        # Deletion intents, now that we can send them; their backlog shows a missing deleter.
+        self.committer.disposal = KafkaDisposal(intents, asyncio.get_running_loop(), cfg)
+        self._backlog = DeletionBacklog(cfg, intents, self.metrics)
         channel = await self._factory.channel(self.sender, producer, self._faults)
         election = LeaderElection(
             cfg, self.sender.id,
