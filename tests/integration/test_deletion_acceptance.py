@@ -16,11 +16,9 @@ import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as KafkaTopicPartition
-from pipeline import Pipeline, wait_until
+from pipeline import Pipeline, metric_total, wait_until
 
 from shared.broker import EmbeddedBroker
-from shared.fs import LocalFileSystem
-from shared.sink_log import SinkLog
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -65,7 +63,7 @@ def test_deletion_leaves_no_orphans_after_a_participant_kill(
     })
     pipeline.produce(0)
     try:
-        _, victim, _, deleter = pipeline.start_ready("coordinator", "participant", "participant",
+        coordinator, victim, _, deleter = pipeline.start_ready("coordinator", "participant", "participant",
                                                      "deleter")
         producer = pipeline.produce_in_background(16_000, rate=800)
         pipeline.wait_holding_staged_files(victim)
@@ -80,14 +78,20 @@ def test_deletion_leaves_no_orphans_after_a_participant_kill(
         ids = pipeline.read().column("id").to_pylist()
         assert len(ids) == 16_000 and len(set(ids)) == 16_000
 
+        def pending() -> set[str]:
+            # From the timeline on disk only: requested or inflight, not completed.
+            started = {p.name.split(".")[0] for p in pipeline.timeline.glob("*.inflight")} | {
+                p.name.split(".")[0] for p in pipeline.timeline.glob("*.commit.requested")}
+            return started - set(pipeline.completed_commits())
+
         def clean() -> bool:
-            log_state = SinkLog(LocalFileSystem(), str(pipeline.base_path)).read_state()
-            finished = set(pipeline.completed_commits()) | {
-                i for i in log_state.decisions if log_state.rolled_back(i)}
+            temp = pipeline.timeline / ".temp"
+            open_now = pending()
+            finished = {d.name for d in temp.iterdir() if d.name not in open_now} \
+                if temp.exists() else set()
             leftovers = [p for p in _staged_files(pipeline)
                          if p.relative_to(pipeline.timeline / ".temp").parts[0] in finished]
             lingering = [p for p in victim_files if p.exists()]
-            temp = pipeline.timeline / ".temp"
             finished_dirs = [d for d in temp.iterdir() if d.name in finished] if temp.exists() else []
             return (pipeline.partition_files() <= pipeline.listed_files()
                     and not leftovers and not lingering and not finished_dirs)
@@ -95,6 +99,10 @@ def test_deletion_leaves_no_orphans_after_a_participant_kill(
         wait_until(clean, 90, "no orphan, no lingering staged file or staging directory of a "
                    "finished instant", every_s=1)
         assert asyncio.run(_count_records(broker.bootstrap, f"{unique_name}-deletion-dlq")) == 0
+        # Phase 1's view of phase 2 on the coordinator: intents sent, none left unsettled.
+        assert metric_total(coordinator, "hudi_sink_deletion_intents_sent_total") > 0
+        wait_until(lambda: metric_total(coordinator, "hudi_sink_deletion_backlog_intents") == 0,
+                   60, "the deletion backlog drained", every_s=1)
         stats = httpx.get(f"{deleter.url}/deletions/stats").json()
         assert stats["deleted"] > 0
         report = httpx.post(f"{deleter.url}/deletions/reconcile", params={"dry_run": "true"}).json()
