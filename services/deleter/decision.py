@@ -36,6 +36,7 @@ from services.deleter.table_state import (
     PARTITION_METADATA_FILE,
     TEMP_PREFIX,
     TableSnapshot,
+    instant_key,
     normalize,
     own_instant,
     relative_path,
@@ -119,6 +120,9 @@ def decide(
             return Decision(Outcome.DELETE, f"instant {killing} was rolled back")
         if killing in snapshot.completed:
             return Decision(Outcome.DELETE, f"instant {killing} completed without listing the file")
+        if _finished_and_forgotten(killing, snapshot):
+            return Decision(Outcome.DELETE, f"instant {killing} is over: older than the latest "
+                            "completed commit, neither pending nor completed (rolled back)")
     elif intent.reason in _REPLACE_KILLED:
         if killing in snapshot.rolled_back:
             return Decision(Outcome.KEEP, f"{intent.reason.value.lower()} instant {killing} was rolled back")
@@ -127,6 +131,16 @@ def decide(
     if killing in snapshot.pending:
         return Decision(Outcome.RETRY_LATER, f"instant {killing} is still pending", recheck=True)
     return Decision(Outcome.RETRY_LATER, f"instant {killing} is unknown to the table", recheck=True)
+
+
+def _finished_and_forgotten(instant: str, snapshot: TableSnapshot) -> bool:
+    """An instant older than the latest completed commit that is neither pending nor
+    completed was rolled back, even when the trimmed sink log no longer names it: instant
+    times only grow, so it can never become pending or completed again."""
+    if instant in snapshot.pending or instant in snapshot.completed or not snapshot.completed:
+        return False
+    latest = max(snapshot.completed, key=instant_key)
+    return instant_key(instant) < instant_key(latest)
 
 
 def _orphan(

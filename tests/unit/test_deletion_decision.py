@@ -139,10 +139,16 @@ def test_file_of_rolled_back_instant_is_deleted() -> None:
 
 
 @pytest.mark.parametrize("reason", [U, A])
-def test_unknown_killing_instant_waits(reason: DeletionReason) -> None:
+def test_unknown_future_killing_instant_waits(reason: DeletionReason) -> None:
     assert run(intent(staged(FUTURE), reason, FUTURE)) == (Outcome.RETRY_LATER, True)
+
+
+@pytest.mark.parametrize("reason", [U, A])
+def test_unknown_instant_older_than_the_latest_commit_is_over(reason: DeletionReason) -> None:
+    # Rolled back, and its ABORT decision already trimmed from the sink log: instant times
+    # only grow, so it can never become pending or completed again.
     older_unknown = "20240101000000000"
-    assert run(intent(staged(older_unknown), reason, older_unknown)) == (Outcome.RETRY_LATER, True)
+    assert run(intent(staged(older_unknown), reason, older_unknown)) == (Outcome.DELETE, False)
 
 
 # --- rule 5: REPLACED / CLEANED --------------------------------------------------------------
