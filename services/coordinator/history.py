@@ -63,6 +63,9 @@ class TransactionHistory:
         if view.commit_time not in self._views:
             self.record(view)
 
+    def __len__(self) -> int:
+        return len(self._views)
+
     def get(self, instant: str) -> TransactionView | None:
         return self._views.get(instant)
 

@@ -404,6 +404,9 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
                 targets = [TopicPartition(topic=t, partition=p) for t, p in state.pending()]
                 await self._send(EndCommit(targets=targets))
 
+    def _timeout_s(self) -> float:
+        return self.config.transaction.write_status_timeout_ms / 1000
+
     def _log_waiting(self, state: CommitState, why: str) -> None:
         if self._waiting_logged_for != (state.instant, why):
             self._waiting_logged_for = (state.instant, why)
@@ -431,9 +434,11 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
             log.warning("write status timeout for %s: committing %d partition(s), carrying %s",
                         state.instant, len(state.statuses), self._keys_text(missing))
             await self._commit()
-        elif state.heard_recently(time.monotonic(), alive_s):
+        elif (state.heard_recently(time.monotonic(), alive_s)
+              and not state.is_timed_out(time.monotonic(), 3 * self._timeout_s())):
             # Nobody answered, but participants say they are still working (a slow flush,
-            # Spark warming under load): rolling back would only throw their work away.
+            # Spark warming under load): rolling back would only throw their work away. For
+            # at most three timeouts: a report hanging longer than that is given up.
             self._log_waiting(state, "participants are still preparing their reports")
         elif state.has_known_owner():
             log.error("write status timeout for %s; no partition answered (missing %s)",

@@ -5,16 +5,20 @@ Why not hold them until END (as the first version did): a flood of bad records o
 run the participant out of memory; after the crash the replay would do it again.
 
 Rules:
-- a letter is handed to the producer as soon as the record is decoded; intake waits
-  (back-pressure) while more than ``budget_bytes`` of letters are unacknowledged;
-- per source partition the sender keeps the highest offset up to which every letter this
-  process sent was acknowledged by the broker. A replay of the same offsets (the instant
-  was carried or aborted, or the partition moved away and back to this process) sends
-  nothing below that mark again. Duplicates therefore remain possible only across a crash
-  or a partition move to another process, which the README states;
-- before a partition reports its status, every letter of it must be acknowledged
-  (``wait_acked``); a failed send makes the report fail, so a committed offset never hides
-  a lost dead letter.
+- ``enqueue`` registers a partition's letters *synchronously*, in the same step that decoded
+  them, so a report that starts right after can never miss one; a pump (``run``) hands them
+  to the producer. Intake waits (``wait_for_space``) while more than ``budget_bytes`` of
+  letters are queued or unacknowledged;
+- per source partition the sender remembers which offsets it had acknowledged (pruned below
+  the offset a new instant starts at: those are committed). A replay of the same offsets
+  (the instant was carried or aborted, or the partition moved away and back to this
+  process) does not send them again; an offset whose send failed is sent again. Duplicates
+  remain possible only across a crash or a partition move to another process (README);
+- before a partition reports, every letter of it must be acknowledged (``wait_acked``); a
+  failed send makes the report fail, so a committed offset never hides a lost dead letter;
+- a value larger than ``max_value_bytes`` (bigger than a Kafka request may carry) is cut
+  there and the letter says so in ``hudi.sink.value.truncated`` (its original size): a
+  letter that can never be delivered would otherwise stop its partition for good.
 """
 
 from __future__ import annotations
@@ -26,16 +30,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
 
 from services.participant.dead_letters import DeadLetter
 from shared.errors import HudiSinkError
 
-__all__ = ["DeadLetterSender", "DeadLetterSendError", "DEFAULT_BUDGET_BYTES"]
+__all__ = ["DeadLetterSender", "DeadLetterSendError", "DEFAULT_BUDGET_BYTES",
+           "HEADER_VALUE_TRUNCATED", "MAX_VALUE_BYTES"]
 
 log = logging.getLogger("hudi_sink.participant.dlq")
 
 Key = tuple[str, int]
 DEFAULT_BUDGET_BYTES = 64 * 1024 * 1024
+MAX_VALUE_BYTES = 8 * 1024 * 1024
+"""Below the producer's 16 MiB request limit, with room for key and headers."""
+HEADER_VALUE_TRUNCATED = "hudi.sink.value.truncated"
+_OVERHEAD = 512
 
 
 class DeadLetterSendError(HudiSinkError):
@@ -43,102 +53,123 @@ class DeadLetterSendError(HudiSinkError):
 
 
 @dataclass
-class _InFlight:
-    offset: int
-    size: int
-    future: asyncio.Future[object]
-
-
-@dataclass
 class _PartitionLetters:
-    acked_through: int = -1
-    """Every letter of this process with an offset <= this was acknowledged."""
-    pending: deque[_InFlight] = field(default_factory=deque)
+    acked: set[int] = field(default_factory=set)
+    outstanding: set[int] = field(default_factory=set)
+    """Offsets queued or in flight."""
     failure: str | None = None
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set while nothing is outstanding."""
 
 
 class DeadLetterSender:
     def __init__(self, producer: AIOKafkaProducer, topic: str,
-                 budget_bytes: int = DEFAULT_BUDGET_BYTES) -> None:
+                 budget_bytes: int = DEFAULT_BUDGET_BYTES,
+                 max_value_bytes: int = MAX_VALUE_BYTES) -> None:
         self._producer = producer
         self._topic = topic
         self._budget = budget_bytes
-        self._inflight_bytes = 0
+        self._max_value = max_value_bytes
+        self._bytes = 0
         self._partitions: dict[Key, _PartitionLetters] = {}
+        self._queue: deque[tuple[Key, DeadLetter]] = deque()
+        self._queued = asyncio.Event()
         self._space = asyncio.Event()
         self._space.set()
 
     @property
     def inflight_bytes(self) -> int:
-        return self._inflight_bytes
+        return self._bytes
 
     def _entry(self, key: Key) -> _PartitionLetters:
         entry = self._partitions.get(key)
         if entry is None:
             entry = self._partitions[key] = _PartitionLetters()
+            entry.settled.set()
         return entry
 
     def already_sent(self, key: Key, offset: int) -> bool:
         """Whether this process already has an acknowledged letter for ``offset``."""
         entry = self._partitions.get(key)
-        return entry is not None and offset <= entry.acked_through
+        return entry is not None and offset in entry.acked
 
-    def begin_instant(self, key: Key) -> None:
-        """A new instant starts for ``key``: an older send failure no longer blocks it
-        (its letters were not acknowledged, so the replay sends them again)."""
+    def begin_instant(self, key: Key, start_offset: int) -> None:
+        """A new instant starts at ``start_offset``: offsets below it are committed (their
+        marks can go), and an older send failure no longer blocks (the replay re-sends)."""
         entry = self._entry(key)
         entry.failure = None
+        entry.acked = {offset for offset in entry.acked if offset >= start_offset}
 
-    async def send(self, key: Key, letters: Sequence[DeadLetter]) -> int:
-        """Hand ``letters`` (in offset order) to the producer; returns how many were new.
-
-        Waits while the in-flight budget is used up, so memory stays bounded."""
+    def enqueue(self, key: Key, letters: Sequence[DeadLetter]) -> int:
+        """Register ``letters`` for sending (synchronous); returns how many were new."""
         entry = self._entry(key)
-        sent = 0
+        new = 0
         for letter in letters:
-            if letter.offset <= entry.acked_through or (
-                entry.pending and letter.offset <= entry.pending[-1].offset
-            ):
-                continue  # sent by this process already (acknowledged or on its way)
-            while self._inflight_bytes >= self._budget:
+            if letter.offset in entry.acked or letter.offset in entry.outstanding:
+                continue
+            entry.outstanding.add(letter.offset)
+            entry.settled.clear()
+            self._queue.append((key, letter))
+            self._bytes += self._size(letter)
+            new += 1
+        if new:
+            self._queued.set()
+            if self._bytes >= self._budget:
                 self._space.clear()
-                await self._space.wait()
-            size = len(letter.value or b"") + len(letter.key or b"") + 512
-            future = await self._producer.send(
-                self._topic, value=letter.value, key=letter.key, headers=letter.headers()
-            )
-            flight = _InFlight(letter.offset, size, future)
-            entry.pending.append(flight)
-            self._inflight_bytes += size
-            future.add_done_callback(lambda _f, k=key: self._settle(k))
-            sent += 1
-        return sent
+        return new
 
-    def _settle(self, key: Key) -> None:
-        """Advance the acknowledged mark over finished sends, in offset order."""
-        entry = self._partitions[key]
-        while entry.pending and entry.pending[0].future.done():
-            flight = entry.pending.popleft()
-            self._inflight_bytes -= flight.size
-            exc = flight.future.exception() if not flight.future.cancelled() else None
-            if flight.future.cancelled() or exc is not None:
-                entry.failure = f"dead letter of offset {flight.offset} not sent: {exc!r}"
-                log.error("%s-%d: %s", key[0], key[1], entry.failure)
-                # Everything after it is unconfirmed for the mark: drop the rest's claim.
-                for rest in entry.pending:
-                    self._inflight_bytes -= rest.size
-                entry.pending.clear()
-                break
-            if entry.failure is None:
-                entry.acked_through = max(entry.acked_through, flight.offset)
-        if self._inflight_bytes < self._budget:
+    async def wait_for_space(self) -> None:
+        """Back-pressure: return once queued and unacknowledged letters fit the budget."""
+        await self._space.wait()
+
+    async def run(self) -> None:
+        """The pump: hand queued letters to the producer, in order."""
+        while True:
+            await self._queued.wait()
+            while self._queue:
+                key, letter = self._queue.popleft()
+                await self._send(key, letter)
+            self._queued.clear()
+
+    async def _send(self, key: Key, letter: DeadLetter) -> None:
+        headers = letter.headers()
+        value = letter.value
+        if value is not None and len(value) > self._max_value:
+            headers.append((HEADER_VALUE_TRUNCATED, str(len(value)).encode()))
+            value = value[: self._max_value]
+        try:
+            future = await self._producer.send(self._topic, value=value, key=letter.key,
+                                               headers=headers)
+        except (KafkaError, OSError, ValueError) as exc:
+            self._done(key, letter, exc)
+            return
+        future.add_done_callback(lambda f: self._done(
+            key, letter, None if not f.cancelled() and f.exception() is None
+            else (f.exception() if not f.cancelled() else asyncio.CancelledError())))
+
+    def _done(self, key: Key, letter: DeadLetter, error: BaseException | None) -> None:
+        entry = self._entry(key)
+        entry.outstanding.discard(letter.offset)
+        self._bytes -= self._size(letter)
+        if error is None:
+            entry.acked.add(letter.offset)
+        else:
+            entry.failure = f"dead letter of offset {letter.offset} not sent: {error!r}"
+            log.error("%s-%d: %s", key[0], key[1], entry.failure)
+        if not entry.outstanding:
+            entry.settled.set()
+        if self._bytes < self._budget:
             self._space.set()
 
     async def wait_acked(self, key: Key) -> None:
         """Return once every letter of ``key`` is acknowledged; raise if one failed."""
         entry = self._entry(key)
-        if entry.pending:
-            await asyncio.gather(*(f.future for f in list(entry.pending)), return_exceptions=True)
-            self._settle(key)
+        await entry.settled.wait()
         if entry.failure is not None:
             raise DeadLetterSendError(entry.failure)
+
+    @staticmethod
+    def _size(letter: DeadLetter) -> int:
+        return len(letter.value or b"") + len(letter.key or b"") + _OVERHEAD
+
+

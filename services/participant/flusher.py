@@ -124,6 +124,8 @@ class Flusher:
                 if self._faults.flush_fails(flush_seq):
                     raise SparkWriteError(f"injected failure of flush {flush_seq} ({FAULTS_ENV})")
                 async with self._slots:
+                    if self.refuses(state, buffer.instant):  # finished while we waited
+                        return None
                     written = await asyncio.to_thread(self._writer.write, table, plans, staging)
                 return written, time.monotonic() - started
             except asyncio.CancelledError:

@@ -132,6 +132,7 @@ class ParticipantService(ServiceShell[ParticipantClients]):
             "participant-data": self._data_routine(running.consumer),
             "participant-control": self._control_routine(running.channel),
             "participant-heal": self._heal_routine(),
+            "participant-dead-letters": running.dlq.run(),
         }
 
     async def start(self) -> ParticipantClients:
@@ -242,8 +243,8 @@ class ParticipantService(ServiceShell[ParticipantClients]):
                 state.accept(records)
                 state.highwater = consumer.highwater(ktp)
                 letters = state.take_dead_letters()
-                if letters:
-                    sent = await self.clients.dlq.send(state.key, letters)
+                if letters:  # registered now, before any await: a report cannot miss them
+                    sent = self.clients.dlq.enqueue(state.key, letters)
                     self.metrics.records_dead_lettered(state.topic, sent)
                 if state.phase is PartitionPhase.FAILED and state.gave_up is None:
                     consumer.pause(ktp)
@@ -262,6 +263,10 @@ class ParticipantService(ServiceShell[ParticipantClients]):
             for state in list(self._registry.active.values()):
                 if state.is_drained(now, state.key in fetched):
                     self._begin_report(state)
+            # Back-pressure only here, after every fetched record was taken in: an await
+            # inside the loop would let a START move a partition back while records fetched
+            # before it were still to be accepted into the new instant.
+            await self.clients.dlq.wait_for_space()
 
     def _start_flush(self, state: TransactionParticipant) -> asyncio.Task[Any] | None:
         buffer = state.take_buffer()
@@ -278,7 +283,7 @@ class ParticipantService(ServiceShell[ParticipantClients]):
             state.phase is PartitionPhase.FAILED
             and state.gave_up is not None
             and state.drain_started is not None
-            and state.key not in self._reports
+            and not self._reporting(state)
         ):
             self._begin_report(state)  # END already asked and is waiting on us
         if (
@@ -363,7 +368,7 @@ class ParticipantService(ServiceShell[ParticipantClients]):
                 continue
             offset = offsets.get(state.key, 0)
             state.begin(instant, epoch, offset)
-            self.clients.dlq.begin_instant(state.key)
+            self.clients.dlq.begin_instant(state.key, offset)
             self.metrics.partition_failed(state.topic, state.partition, False)
             ktp = KafkaTopicPartition(state.topic, state.partition)
             if ktp in consumer.assignment():
@@ -411,6 +416,8 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         """END_COMMIT: pause, flush the rest, wait for the dead letters' acks, then send
         WRITE_STATUS. A failure before the status is sent leaves the partition in ENDING;
         the coordinator's END re-send starts the report again."""
+        if state.abandoned:
+            return  # the partition moved away: its new owner reports it
         self._pause(state)
         self._start_flush(state)
         if state.flushes:

@@ -35,7 +35,7 @@ from shared.hudi import (
     write_token,
 )
 from shared.schema import TableSchema
-from shared.sink_log import EntryKind, LogEntry, SinkLog, SinkLogState, plan_trim
+from shared.sink_log import DecisionRecord, EntryKind, LogEntry, SinkLog, SinkLogState, plan_trim
 
 DDL = "id STRING, country STRING, amount DOUBLE"
 T1, T2, T3 = "20250101000000001", "20250101000000002", "20250101000000003"
@@ -785,3 +785,30 @@ def test_roll_forward_syncs_placed_files_before_the_commit_file(env: Env) -> Non
     for directory in (f"{base}/de", f"{base}/fr", base):
         assert fs.index(("fsync_dir", directory)) < commit_file
     assert env.read_ids() == ["a", "b"]
+
+
+def test_500_decisions_with_default_thresholds_keep_log_and_memory_bounded(env: Env) -> None:
+    """Issue 9: the decision log and what the coordinator (and deleter) keep in memory stay
+    bounded over a long run with the committer's default trimming."""
+    from services.coordinator.history import KEEP, TransactionHistory
+    from services.coordinator.rest import TransactionView
+
+    leader = env.committer("c1")
+    history = TransactionHistory()
+    for i in range(500):
+        leader.start(nth(i))
+        if i % 50 == 49:
+            leader.abort(nth(i), "timeout")
+        else:
+            leader.commit(nth(i), env.metadata([], i), [])
+        history.record(TransactionView(commit_time=nth(i), state="committed"))
+        assert len(_log_seqs(env)) <= 60
+    state = leader.refresh()
+    assert len(state.decisions) <= 60 + 10  # recent entries + the ten aborts
+    # Small records only: commit metadata is read from the entry when a roll-forward needs it.
+    assert all(type(r) is DecisionRecord for r in state.decisions.values())
+    assert len(env.log_state().decisions) == len(state.decisions)
+    for i in range(500, 1500):  # a longer run: the coordinator's history stops growing
+        history.record(TransactionView(commit_time=nth(i), state="committed"))
+    assert len(history) == KEEP
+    assert history.get(nth(0)) is None and history.get(nth(1499)) is not None
