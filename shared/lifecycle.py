@@ -30,7 +30,7 @@ from shared.kafka import TopicAdmin, ensure_sink_topics, wait_for_kafka
 from shared.metrics import Metrics
 from shared.states import SERVICE_TRANSITIONS, ServicePhase, StateMachine
 
-__all__ = ["ServiceShell", "supervise", "run_unless_stopped", "kafka_prelude"]
+__all__ = ["ServiceShell", "supervise", "run_unless_stopped", "unless_stopped", "kafka_prelude"]
 
 log = logging.getLogger("hudi_sink.lifecycle")
 
@@ -41,6 +41,19 @@ R = TypeVar("R")
 
 async def run_unless_stopped(stop: asyncio.Event, work: Awaitable[T]) -> T | None:
     """``work``'s result, or None when ``stop`` was set first (``work`` is then cancelled)."""
+    _, result = await _race_stop(stop, work)
+    return result
+
+
+async def unless_stopped(stop: asyncio.Event, work: Awaitable[Any]) -> bool:
+    """Whether ``work`` completed before ``stop`` was set (it is cancelled otherwise)."""
+    completed, _ = await _race_stop(stop, work)
+    return completed
+
+
+async def _race_stop(stop: asyncio.Event, work: Awaitable[T]) -> tuple[bool, T | None]:
+    """Start-up may wait a long time (an unreachable broker, a cold SparkSession): SIGTERM
+    must still stop the service within a Kubernetes grace period."""
     task = asyncio.ensure_future(work)
     stopper = asyncio.create_task(stop.wait())
     try:
@@ -51,8 +64,8 @@ async def run_unless_stopped(stop: asyncio.Event, work: Awaitable[T]) -> T | Non
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-        return None
-    return task.result()
+        return False, None
+    return True, task.result()
 
 
 async def supervise(

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Awaitable, Iterator
+from collections.abc import Iterator
 from typing import Protocol, TypeVar
 
 import uvicorn
@@ -19,32 +19,11 @@ from fastapi import FastAPI
 
 from shared.errors import ConfigError
 
-__all__ = ["RunnableService", "serve_service", "configure_logging", "unless_stopped"]
+__all__ = ["RunnableService", "serve_service", "configure_logging"]
 
 log = logging.getLogger("hudi_sink.runner")
 
 T = TypeVar("T")
-
-
-async def unless_stopped(stop: asyncio.Event, work: Awaitable[T]) -> bool:
-    """Run a start-up step unless ``stop`` is set first; True when the step completed.
-
-    Start-up may wait a long time (an unreachable broker, a cold SparkSession): SIGTERM must
-    still stop the service within a Kubernetes grace period.
-    """
-    task = asyncio.ensure_future(work)
-    stopper = asyncio.create_task(stop.wait())
-    try:
-        await asyncio.wait([task, stopper], return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-    if not task.done():
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        return False
-    task.result()
-    return True
 
 
 class RunnableService(Protocol):

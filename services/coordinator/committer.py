@@ -172,11 +172,8 @@ class TableCommitter:
         # Placed files may come from an older writer that never synced them: sync each.
         self._make_durable(files=[final for _staged, final in entry.moves],
                            dirs=[p for move in entry.moves for p in move])
-        if not self._fs.exists(self._commit_file(entry.instant)):
+        if not self._fs.exists(self._table.commit_path(entry.instant)):
             self._table.complete_instant(entry.instant, entry.metadata)
-
-    def _commit_file(self, instant: str) -> str:
-        return posixpath.join(self._table.base_path, ".hoodie", f"{instant}.commit")
 
     def _clean_staging(self, exclude: set[str]) -> None:
         """Staging dirs of instants that are finished (completed or rolled back)."""

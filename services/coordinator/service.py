@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import posixpath
 import socket
 import time
 import uuid
@@ -370,7 +369,7 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         completed = self._table.completed_commits()
         if not completed:
             return None
-        info = self._fs.file_info(posixpath.join(self._table.meta_path, f"{completed[-1]}.commit"))
+        info = self._fs.file_info(self._table.commit_path(completed[-1]))
         return info.mtime if info is not None else None
 
     async def _step(self) -> None:

@@ -63,8 +63,8 @@ from shared.deletion import DeletionDecodeError, IntentHeaders, IntentSender, Pe
 from shared.errors import HudiSinkError
 from shared.fs import FileInfo, FileSystem, filesystem_for
 from shared.kafka import consumer_options, ensure_sink_topics, producer_options, wait_for_kafka
+from shared.lifecycle import unless_stopped
 from shared.metrics import Metrics
-from shared.runner import unless_stopped
 
 __all__ = ["DeleterService", "DeleterPhase", "Effect"]
 

@@ -485,7 +485,8 @@ class HudiTable:
             raise TableFormatError(f"not an instant time: {instant!r}")
         return f"{self.meta_path}/{instant}.{suffix}"
 
-    def _commit_path(self, instant: str) -> str:
+    def commit_path(self, instant: str) -> str:
+        """``.hoodie/<T>.commit``: the file whose creation completes instant ``T``."""
         return self._timeline_path(instant, "commit")
 
     def list_instants(self) -> list[Instant]:
@@ -528,7 +529,7 @@ class HudiTable:
 
     def read_commit_metadata(self, instant: str) -> dict[str, Any]:
         """The JSON of ``<T>.commit``; TableFormatError when missing or not JSON."""
-        path = self._commit_path(instant)
+        path = self.commit_path(instant)
         try:
             data = orjson.loads(self.fs.read_bytes(path))
         except FileNotFoundError:
@@ -550,7 +551,7 @@ class HudiTable:
         Refuses an instant that is already completed or older than the latest completed
         commit: instant times must only grow, or time travel and incremental reads break.
         """
-        if self.fs.exists(self._commit_path(instant)):
+        if self.fs.exists(self.commit_path(instant)):
             raise TableFormatError(f"instant {instant} is already completed")
         completed = self.completed_commits()
         if completed and instant < completed[-1]:
@@ -673,7 +674,7 @@ class HudiTable:
         can never be completed by a late coordinator), every stat names a base file of this
         instant that is in place, and ``extraMetadata.schema`` is present.
         """
-        commit_path = self._commit_path(instant)
+        commit_path = self.commit_path(instant)
         if self.fs.exists(commit_path):
             raise TableFormatError(f"instant {instant} is already completed")
         if not self.fs.exists(self._timeline_path(instant, "inflight")):
@@ -703,7 +704,7 @@ class HudiTable:
         is simply repeated. Only base files of ``instant`` may be named: a bug passing another
         instant's file must not delete committed data.
         """
-        if self.fs.exists(self._commit_path(instant)):
+        if self.fs.exists(self.commit_path(instant)):
             raise TableFormatError(f"instant {instant} is completed and cannot be rolled back")
         targets: list[str] = []
         for relative in data_files:
