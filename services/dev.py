@@ -24,6 +24,7 @@ import yaml
 from shared.broker import EmbeddedBroker, free_port, port_is_free
 from shared.config import SinkConfig, load_config
 from shared.errors import ConfigError
+from shared.hudi import layout
 
 __all__ = ["run_dev", "DEFAULT_DEV_CONFIG"]
 
@@ -60,7 +61,7 @@ def _local_free_port(bootstrap: str) -> int | None:
 def _fresh_table_for_fresh_broker(base_path: Path, built_in: bool) -> None:
     """The embedded broker keeps topics in memory: a new broker starts at offset 0, while a
     table from an earlier run remembers later offsets and would skip the new records."""
-    if not (base_path / ".hoodie").exists():
+    if not (base_path / layout.METAFOLDER).exists():
         return
     if built_in:
         import shutil

@@ -74,6 +74,8 @@ import orjson
 
 from shared.errors import FencedError, TableFormatError
 from shared.fs import FileSystem
+from shared.hudi import layout
+from shared.hudi.naming import instant_key
 
 __all__ = [
     "Checkpoint",
@@ -91,9 +93,9 @@ __all__ = [
 
 log = logging.getLogger("hudi_sink.sink_log")
 
-SINK_DIR = ".hoodie/.sink"
-LOG_DIR = f"{SINK_DIR}/log"
-CHECKPOINT_DIR = f"{SINK_DIR}/checkpoint"
+SINK_DIR = layout.SINK_DIR
+LOG_DIR = layout.SINK_LOG_DIR
+CHECKPOINT_DIR = layout.SINK_CHECKPOINT_DIR
 
 KEEP_ENTRIES = 40
 """Entries a trim leaves in the log: slack for readers that lag a little (they fold them
@@ -116,10 +118,6 @@ class EntryKind(StrEnum):
     COMMIT = "commit"
     ABORT = "abort"
 
-
-def instant_key(instant: str) -> str:
-    """Comparable form of an instant time (14-digit times are padded to 17)."""
-    return instant if len(instant) == 17 else instant + "000"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 from services.coordinator.commit_state import CommitState, Key
 from shared.hudi.offsets import offsets_metadata
-from shared.hudi.table import WriteStat, build_commit_metadata
+from shared.hudi.write_stats import WriteStat, build_commit_metadata
 
 __all__ = ["PlannedCommit", "plan_commit", "CARRIED_KEY"]
 

@@ -27,7 +27,10 @@ from typing import Any, Protocol
 
 from shared.errors import FencedError, HudiSinkError, TableFormatError
 from shared.fs import FileSystem
-from shared.hudi.table import HudiTable, InstantState, WriteStat
+from shared.hudi import layout
+from shared.hudi.layout import InstantState
+from shared.hudi.table import HudiTable
+from shared.hudi.write_stats import WriteStat
 from shared.sink_log import (
     KEEP_ENTRIES,
     TRIM_ABOVE,
@@ -177,7 +180,7 @@ class TableCommitter:
 
     def _clean_staging(self, exclude: set[str]) -> None:
         """Staging dirs of instants that are finished (completed or rolled back)."""
-        temp = posixpath.join(self._table.base_path, ".hoodie", ".temp")
+        temp = posixpath.join(self._table.base_path, layout.TEMP_DIR)
         instants = self._table.list_instants()
         completed = {i.time for i in instants if i.state is InstantState.COMPLETED}
         pending = {i.time for i in instants} - completed

@@ -25,6 +25,7 @@ from shared.config import SinkConfig
 from shared.deletion import DeletionDecodeError, IntentHeaders, IntentSender, PendingDelete
 from shared.errors import HudiSinkError
 from shared.fs import FileSystem
+from shared.hudi import layout
 from shared.kafka import TopicAdmin, consumer_options
 from shared.metrics import Metrics
 
@@ -37,7 +38,7 @@ DLQ_IDLE_MS = 1000
 trusted: tansu reports them wrong for multi-record batches)."""
 DLQ_READ_LIMIT_S = 30.0
 DLQ_READ_MAX_RECORDS = 100_000
-REPLAY_STATE = ".hoodie/.sink/deleter/dlq-replayed.json"
+REPLAY_STATE = f"{layout.DELETER_STATE_DIR}/dlq-replayed.json"
 _KAFKA_ERRORS = (KafkaError, OSError, TimeoutError)
 
 

@@ -40,6 +40,7 @@ from services.deleter.rest import ServiceUnavailable
 from shared.config import DeletionConfig
 from shared.errors import HudiSinkError
 from shared.fs import FileSystem
+from shared.hudi import layout
 from shared.metrics import Metrics
 
 __all__ = ["Schedule", "ScheduledWork", "SCHEDULE_STATE"]
@@ -50,7 +51,7 @@ SWEEP_MIN_INTERVAL_S = 1.0
 SWEEP_MAX_INTERVAL_S = 300.0
 ROLE_CHECK_S = 5.0
 """How soon a pod that is not the scheduler notices it became one (a local check)."""
-SCHEDULE_STATE = ".hoodie/.sink/deleter/schedule.json"
+SCHEDULE_STATE = f"{layout.DELETER_STATE_DIR}/schedule.json"
 _WORK_ERRORS = (HudiSinkError, OSError, ValueError, TimeoutError, KafkaError, ServiceUnavailable)
 """What a pass may fail with (storage, table metadata, Kafka); the next tick tries again.
 Anything else is a bug and ends the service."""

@@ -25,8 +25,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from shared.fs import FileInfo, FileSystem
-from shared.hudi.naming import is_instant_time, parse_base_file_name
-from shared.hudi.table import HudiTable, InstantState
+from shared.hudi import layout
+from shared.hudi.layout import PARTITION_METADATA_FILE, InstantState
+from shared.hudi.naming import instant_key, is_instant_time, parse_base_file_name
+from shared.hudi.table import HudiTable
 from shared.sink_log import EntryKind, SinkLog, SinkLogState
 
 __all__ = [
@@ -41,18 +43,13 @@ __all__ = [
     "PARTITION_METADATA_FILE",
 ]
 
-META_DIR = ".hoodie"
-TEMP_PREFIX = ".hoodie/.temp/"
-PARTITION_METADATA_FILE = ".hoodie_partition_metadata"
+META_DIR = layout.METAFOLDER
+TEMP_PREFIX = layout.TEMP_DIR + "/"
 MIN_REFRESH_INTERVAL_S = 1.0
 """Forced refreshes (staleness guard, re-checks) of one table happen at most this often;
 answers from a snapshot this fresh are as good as any, and a flood of forged intents naming
 future instants must not turn into a flood of timeline listings."""
 
-
-def instant_key(instant: str) -> str:
-    """Comparable form of an instant time (14-digit times are padded to 17)."""
-    return instant if len(instant) == 17 else instant + "000"
 
 
 def normalize(path: str) -> str:

@@ -40,6 +40,7 @@ from shared.clients import KafkaClientFactory
 from shared.config import SinkConfig
 from shared.faults import Faults
 from shared.fs import filesystem_for
+from shared.hudi import layout
 from shared.hudi.table import HudiTable
 from shared.lifecycle import ServiceShell, kafka_prelude
 from shared.protocol import (
@@ -140,7 +141,7 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         await kafka_prelude(cfg, self.set_not_ready, data_topics=True)
         await asyncio.to_thread(self._table.initialize, cfg.table, self.schema)
         self.set_not_ready("starting SparkSession")
-        warm_dir = posixpath.join(cfg.table.base_path, ".hoodie", ".sink", f"warmup-{self.sender.id}")
+        warm_dir = posixpath.join(cfg.table.base_path, layout.SINK_DIR, f"warmup-{self.sender.id}")
         await asyncio.to_thread(self._writer.start, warm_dir)
         await asyncio.to_thread(self._fs.delete_tree, warm_dir)
         producer = await self._factory.producer("hudi-sink-participant")

@@ -1,5 +1,6 @@
 """Writing Apache Hudi Copy-on-Write tables (v6) from Python: naming, offsets, timeline."""
 
+from shared.hudi.layout import Instant, InstantState
 from shared.hudi.naming import (
     HIVE_DEFAULT_PARTITION,
     BaseFileName,
@@ -20,13 +21,8 @@ from shared.hudi.offsets import (
     format_offsets,
     parse_offsets,
 )
-from shared.hudi.table import (
-    HudiTable,
-    Instant,
-    InstantState,
-    WriteStat,
-    build_commit_metadata,
-)
+from shared.hudi.table import HudiTable
+from shared.hudi.write_stats import WriteStat, build_commit_metadata
 
 __all__ = [
     "HIVE_DEFAULT_PARTITION",

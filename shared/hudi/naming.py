@@ -27,6 +27,7 @@ __all__ = [
     "next_instant_time",
     "parse_instant_time",
     "is_instant_time",
+    "instant_key",
     "ensure_inside",
 ]
 
@@ -173,11 +174,19 @@ def is_instant_time(value: str) -> bool:
     return bool(_INSTANT.match(value))
 
 
+def instant_key(instant: str) -> str:
+    """Comparable form of an instant time: 14-digit (second) times padded to 17 digits.
+
+    Hudi accepts both widths; comparing them as strings only works once both are 17 long.
+    """
+    return instant if len(instant) == 17 else instant + "000"
+
+
 def parse_instant_time(instant: str) -> datetime:
     """UTC datetime of an instant (the table is written with timeline timezone UTC)."""
     if not is_instant_time(instant):
         raise TableFormatError(f"not an instant time: {instant!r}")
-    padded = instant if len(instant) == 17 else instant + "000"
+    padded = instant_key(instant)
     try:
         parsed = datetime.strptime(padded[:14], "%Y%m%d%H%M%S").replace(tzinfo=UTC)
     except ValueError:
@@ -204,7 +213,7 @@ def next_instant_time(latest: str | None, now: datetime) -> str:
     if latest is None:
         return candidate
     after_latest = _format_instant(parse_instant_time(latest) + timedelta(milliseconds=1))
-    latest17 = latest if len(latest) == 17 else latest + "000"
+    latest17 = instant_key(latest)
     result = max(candidate, after_latest)
     assert result > latest17
     return result

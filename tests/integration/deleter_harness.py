@@ -30,7 +30,8 @@ from shared.config import SinkConfig
 from shared.deletion import DeletionReason, IntentSender, PendingDelete
 from shared.fs import LocalFileSystem
 from shared.hudi.naming import base_file_name
-from shared.hudi.table import HudiTable, WriteStat, build_commit_metadata
+from shared.hudi.table import HudiTable
+from shared.hudi.write_stats import WriteStat, build_commit_metadata
 from shared.kafka import TopicAdmin, consumer_options, producer_options
 from shared.schema import TableSchema
 from shared.sink_log import EntryKind, LogEntry, SinkLog

@@ -21,7 +21,8 @@ from shared.config import KafkaConfig
 from shared.deletion import DeletionIntentError, DeletionReason, IntentSender, KafkaDisposal, PendingDelete
 from shared.fs import LocalFileSystem
 from shared.hudi.naming import base_file_name
-from shared.hudi.table import HudiTable, WriteStat, build_commit_metadata
+from shared.hudi.table import HudiTable
+from shared.hudi.write_stats import WriteStat, build_commit_metadata
 from shared.kafka import consumer_options, ensure_sink_topics, producer_options
 
 pytestmark = pytest.mark.timeout(180)

@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 from shared.fs import LocalFileSystem
-from shared.hudi.table import HudiTable, WriteStat, build_commit_metadata
+from shared.hudi.table import HudiTable
+from shared.hudi.write_stats import WriteStat, build_commit_metadata
 from shared.sink_log import EntryKind, LogEntry, SinkLog
 
 FS = LocalFileSystem()

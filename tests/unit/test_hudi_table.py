@@ -30,7 +30,7 @@ from shared.hudi import (
     partition_path,
     write_token,
 )
-from shared.hudi.table import format_properties, parse_properties
+from shared.hudi.properties import format_properties, parse_properties
 from shared.schema import TableSchema
 
 DDL = "id STRING, ts TIMESTAMP, country STRING, amount DOUBLE"

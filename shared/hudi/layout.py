@@ -1,0 +1,115 @@
+"""Where things live in a table directory: the one home of every on-disk name the sink uses.
+
+Hudi's own names (``.hoodie``, ``hoodie.properties``, timeline file suffixes, partition
+metadata) follow ``reference/hudi-table-format.md``; the sink's additions live under
+``.hoodie`` so that no reader ever lists them as data:
+
+- ``.hoodie/.temp/<T>/<partition>/<file>`` — files staged by participants for instant ``T``
+  (Hudi's own marker/temp folder, which readers skip);
+- ``.hoodie/.sink/`` — the sink's state: the sink log (``log/``, ``checkpoint/``), the
+  deleter's schedule and replay records, participants' warm-up scratch.
+
+All names here are relative to the table base path and use ``/``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+__all__ = [
+    "METAFOLDER",
+    "PROPERTIES_FILE",
+    "PARTITION_METADATA_FILE",
+    "TEMP_DIR",
+    "SINK_DIR",
+    "SINK_LOG_DIR",
+    "SINK_CHECKPOINT_DIR",
+    "DELETER_STATE_DIR",
+    "COMMIT_ACTION",
+    "COMMIT_REQUESTED_SUFFIX",
+    "INFLIGHT_SUFFIX",
+    "COMMIT_SUFFIX",
+    "InstantState",
+    "Instant",
+    "staging_dir",
+    "timeline_file",
+    "parse_commit_file",
+    "timeline_file_instant",
+    "state_order",
+]
+
+METAFOLDER = ".hoodie"
+PROPERTIES_FILE = "hoodie.properties"
+PARTITION_METADATA_FILE = ".hoodie_partition_metadata"
+TEMP_DIR = f"{METAFOLDER}/.temp"
+SINK_DIR = f"{METAFOLDER}/.sink"
+SINK_LOG_DIR = f"{SINK_DIR}/log"
+SINK_CHECKPOINT_DIR = f"{SINK_DIR}/checkpoint"
+DELETER_STATE_DIR = f"{SINK_DIR}/deleter"
+
+COMMIT_ACTION = "commit"
+# Commit-action timeline files of layout 1 (reference §1/§4): <T>.commit.requested,
+# <T>.inflight (the commit action's inflight has no action infix), <T>.commit.
+COMMIT_REQUESTED_SUFFIX = "commit.requested"
+INFLIGHT_SUFFIX = "inflight"
+COMMIT_SUFFIX = "commit"
+
+_COMMIT_FILE = re.compile(r"^(\d{14}|\d{17})\.(commit\.requested|inflight|commit)$")
+# Any timeline file of any action/state, e.g. <T>.replacecommit.inflight or <T>.rollback.
+_ANY_INSTANT_FILE = re.compile(r"^(\d{14}|\d{17})\.[a-z]")
+
+
+class InstantState(StrEnum):
+    """Life cycle of an instant on the timeline."""
+
+    REQUESTED = "REQUESTED"
+    INFLIGHT = "INFLIGHT"
+    COMPLETED = "COMPLETED"
+
+
+_SUFFIX_STATE = {
+    COMMIT_REQUESTED_SUFFIX: InstantState.REQUESTED,
+    INFLIGHT_SUFFIX: InstantState.INFLIGHT,
+    COMMIT_SUFFIX: InstantState.COMPLETED,
+}
+_STATE_ORDER = {InstantState.REQUESTED: 0, InstantState.INFLIGHT: 1, InstantState.COMPLETED: 2}
+
+
+@dataclass(frozen=True)
+class Instant:
+    """One timeline file of a commit action."""
+
+    time: str
+    action: str
+    state: InstantState
+
+
+def state_order(state: InstantState) -> int:
+    """Position of a state in an instant's life (requested < inflight < completed)."""
+    return _STATE_ORDER[state]
+
+
+def timeline_file(instant: str, suffix: str) -> str:
+    """``<T>.<suffix>``: a timeline file's name inside ``.hoodie``."""
+    return f"{instant}.{suffix}"
+
+
+def staging_dir(instant: str) -> str:
+    """``.hoodie/.temp/<T>``: where participants stage the files of instant ``T``."""
+    return f"{TEMP_DIR}/{instant}"
+
+
+def parse_commit_file(name: str) -> Instant | None:
+    """The commit-action instant a timeline file name stands for, else None."""
+    match = _COMMIT_FILE.match(name)
+    if match is None:
+        return None
+    return Instant(match.group(1), COMMIT_ACTION, _SUFFIX_STATE[match.group(2)])
+
+
+def timeline_file_instant(name: str) -> str | None:
+    """The instant time of any timeline file (any action, any state), else None."""
+    match = _ANY_INSTANT_FILE.match(name)
+    return match.group(1) if match is not None else None
