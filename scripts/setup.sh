@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv and install hudi-sink with its test extras (idempotent, fast when done).
+# Create .venv and install hudi-sink with its test extras, and helm into .tools/ for the
+# chart tests (idempotent, fast when done).
 # Needs Python >= 3.11 and a Java 17 runtime (Spark). pyspark is a 450 MB sdist built locally
 # on first install; pip's cache (~/.cache/pip) makes later installs fast but is not required.
 set -euo pipefail
@@ -18,3 +19,5 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q -e '.[dev]'
   touch "$stamp"
 fi
+# The Helm chart tests (tests/integration/test_helm_chart.py) need helm; they fail without it.
+scripts/install-helm.sh .tools
