@@ -35,6 +35,18 @@ from aiokafka.structs import RecordMetadata, TopicPartition
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from shared.config import SinkConfig
+from shared.dlq_headers import (
+    HEADER_ATTEMPT,
+    HEADER_DLQ_REASON,
+    HEADER_ERROR_CLASS,
+    HEADER_ERROR_MESSAGE,
+    HEADER_REPLAYED_FROM,
+    HEADER_SOURCE_OFFSET,
+    HEADER_SOURCE_PARTITION,
+    HEADER_SOURCE_TOPIC,
+    header_bytes,
+    truncate_text,
+)
 from shared.errors import HudiSinkError
 from shared.hudi.naming import is_instant_time, parse_base_file_name
 from shared.kafka import consumer_options
@@ -50,29 +62,7 @@ __all__ = [
     "KafkaDisposal",
     "DeletionBacklog",
     "intent_for_staged_file",
-    "HEADER_SOURCE_TOPIC",
-    "HEADER_SOURCE_PARTITION",
-    "HEADER_SOURCE_OFFSET",
-    "HEADER_ERROR_CLASS",
-    "HEADER_ERROR_MESSAGE",
-    "HEADER_ATTEMPT",
-    "HEADER_DLQ_REASON",
-    "HEADER_REPLAYED_FROM",
 ]
-
-# Provenance and error headers use the same names as the data DLQ (DESIGN §5), so one
-# operator tool reads both; the deletion-specific ones carry a ``deletion`` infix.
-HEADER_SOURCE_TOPIC = "hudi.sink.source.topic"
-HEADER_SOURCE_PARTITION = "hudi.sink.source.partition"
-HEADER_SOURCE_OFFSET = "hudi.sink.source.offset"
-HEADER_ERROR_CLASS = "hudi.sink.error.class"
-HEADER_ERROR_MESSAGE = "hudi.sink.error.message"
-HEADER_ATTEMPT = "hudi.sink.deletion.attempt"
-HEADER_DLQ_REASON = "hudi.sink.deletion.dlq.reason"
-HEADER_REPLAYED_FROM = "hudi.sink.deletion.replayed.from"
-
-MAX_HEADER_CHARS = 1000
-"""Longest error text kept in a header, so one huge exception cannot bloat every retry."""
 
 DEFAULT_SEND_TIMEOUT_S = 60.0
 """How long ``KafkaDisposal.before_decision`` waits for acks before refusing the change."""
@@ -172,10 +162,6 @@ class PendingDelete(BaseModel):
         return [i for i in (self.killing_instant, self.file_instant) if i is not None]
 
 
-def _truncate(text: str) -> str:
-    return text if len(text) <= MAX_HEADER_CHARS else text[: MAX_HEADER_CHARS - 3] + "..."
-
-
 @dataclass(frozen=True)
 class IntentHeaders:
     """The headers a deletion record carries, parsed.
@@ -200,12 +186,12 @@ class IntentHeaders:
             (HEADER_SOURCE_PARTITION, None if self.source_partition is None else str(self.source_partition)),
             (HEADER_SOURCE_OFFSET, None if self.source_offset is None else str(self.source_offset)),
             (HEADER_ERROR_CLASS, self.error_class),
-            (HEADER_ERROR_MESSAGE, None if self.error_message is None else _truncate(self.error_message)),
+            (HEADER_ERROR_MESSAGE, None if self.error_message is None else truncate_text(self.error_message)),
             (HEADER_ATTEMPT, None if self.attempt is None else str(self.attempt)),
-            (HEADER_DLQ_REASON, None if self.dlq_reason is None else _truncate(self.dlq_reason)),
+            (HEADER_DLQ_REASON, None if self.dlq_reason is None else truncate_text(self.dlq_reason)),
             (HEADER_REPLAYED_FROM, self.replayed_from),
         ]
-        return [(k, v.encode("utf-8", "backslashreplace")) for k, v in pairs if v is not None]
+        return [(k, header_bytes(v)) for k, v in pairs if v is not None]
 
     @classmethod
     def from_kafka(cls, headers: Iterable[tuple[str, bytes | None]] | None) -> IntentHeaders:

@@ -13,6 +13,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from services.participant.decoder import Rejected
+from shared.dlq_headers import (
+    HEADER_ERROR_CLASS,
+    HEADER_ERROR_MESSAGE,
+    HEADER_SOURCE_OFFSET,
+    HEADER_SOURCE_PARTITION,
+    HEADER_SOURCE_TIMESTAMP,
+    HEADER_SOURCE_TOPIC,
+    MAX_HEADER_CHARS,
+    header_bytes,
+    truncate_text,
+)
 
 __all__ = [
     "DeadLetter",
@@ -27,12 +38,6 @@ __all__ = [
     "MAX_MESSAGE_CHARS",
 ]
 
-HEADER_SOURCE_TOPIC = "hudi.sink.source.topic"
-HEADER_SOURCE_PARTITION = "hudi.sink.source.partition"
-HEADER_SOURCE_OFFSET = "hudi.sink.source.offset"
-HEADER_SOURCE_TIMESTAMP = "hudi.sink.source.timestamp"
-HEADER_ERROR_CLASS = "hudi.sink.error.class"
-HEADER_ERROR_MESSAGE = "hudi.sink.error.message"
 
 #: The headers of every dead letter, in the order they are written.
 DLQ_HEADER_NAMES = (
@@ -45,20 +50,7 @@ DLQ_HEADER_NAMES = (
 )
 
 #: Longest error message kept (characters), so one bad record cannot make a huge header.
-MAX_MESSAGE_CHARS = 1000
-_ELLIPSIS = "..."
-
-
-def _truncate(message: str) -> str:
-    if len(message) <= MAX_MESSAGE_CHARS:
-        return message
-    return message[: MAX_MESSAGE_CHARS - len(_ELLIPSIS)] + _ELLIPSIS
-
-
-def _text(value: str) -> bytes:
-    # "backslashreplace": a message can quote record content; a lone surrogate in it must
-    # not make building the dead letter itself fail.
-    return value.encode("utf-8", "backslashreplace")
+MAX_MESSAGE_CHARS = MAX_HEADER_CHARS
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,18 +90,18 @@ class DeadLetter:
             key=key,
             value=value,
             error_class=rejected.error_class,
-            message=_truncate(rejected.message),
+            message=truncate_text(rejected.message),
         )
 
     def headers(self) -> list[tuple[str, bytes]]:
         """Kafka headers (name, UTF-8 text), in :data:`DLQ_HEADER_NAMES` order."""
         return [
-            (HEADER_SOURCE_TOPIC, _text(self.topic)),
+            (HEADER_SOURCE_TOPIC, header_bytes(self.topic)),
             (HEADER_SOURCE_PARTITION, str(self.partition).encode()),
             (HEADER_SOURCE_OFFSET, str(self.offset).encode()),
             (HEADER_SOURCE_TIMESTAMP, str(self.timestamp_ms).encode()),
-            (HEADER_ERROR_CLASS, _text(self.error_class)),
-            (HEADER_ERROR_MESSAGE, _text(self.message)),
+            (HEADER_ERROR_CLASS, header_bytes(self.error_class)),
+            (HEADER_ERROR_MESSAGE, header_bytes(self.message)),
         ]
 
 

@@ -33,6 +33,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from services.participant.dead_letters import DeadLetter
+from shared.dlq_headers import HEADER_VALUE_TRUNCATED
 from shared.errors import HudiSinkError
 
 __all__ = ["DeadLetterSender", "DeadLetterSendError", "DEFAULT_BUDGET_BYTES",
@@ -44,7 +45,6 @@ Key = tuple[str, int]
 DEFAULT_BUDGET_BYTES = 64 * 1024 * 1024
 MAX_VALUE_BYTES = 8 * 1024 * 1024
 """Below the producer's 16 MiB request limit, with room for key and headers."""
-HEADER_VALUE_TRUNCATED = "hudi.sink.value.truncated"
 _OVERHEAD = 512
 
 

@@ -1,0 +1,55 @@
+"""Header names of both dead-letter topics, and how header text is bounded and encoded.
+
+The data DLQ (``<name>-dlq``, rejected records) and the deletion DLQ (intents that could not
+be carried out) share the provenance and error header names (DESIGN §5), so one operator
+tool reads both; the deletion-specific ones carry a ``deletion`` infix. Every producer of a
+dead letter takes its names and its truncation from here, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "HEADER_SOURCE_TOPIC",
+    "HEADER_SOURCE_PARTITION",
+    "HEADER_SOURCE_OFFSET",
+    "HEADER_SOURCE_TIMESTAMP",
+    "HEADER_ERROR_CLASS",
+    "HEADER_ERROR_MESSAGE",
+    "HEADER_VALUE_TRUNCATED",
+    "HEADER_ATTEMPT",
+    "HEADER_DLQ_REASON",
+    "HEADER_REPLAYED_FROM",
+    "MAX_HEADER_CHARS",
+    "truncate_text",
+    "header_bytes",
+]
+
+HEADER_SOURCE_TOPIC = "hudi.sink.source.topic"
+HEADER_SOURCE_PARTITION = "hudi.sink.source.partition"
+HEADER_SOURCE_OFFSET = "hudi.sink.source.offset"
+HEADER_SOURCE_TIMESTAMP = "hudi.sink.source.timestamp"
+HEADER_ERROR_CLASS = "hudi.sink.error.class"
+HEADER_ERROR_MESSAGE = "hudi.sink.error.message"
+HEADER_VALUE_TRUNCATED = "hudi.sink.value.truncated"
+"""On a data dead letter whose value was cut to fit the broker: the original size in bytes."""
+HEADER_ATTEMPT = "hudi.sink.deletion.attempt"
+HEADER_DLQ_REASON = "hudi.sink.deletion.dlq.reason"
+HEADER_REPLAYED_FROM = "hudi.sink.deletion.replayed.from"
+
+MAX_HEADER_CHARS = 1000
+"""Longest error text kept in a header, so one huge exception or bad record cannot bloat
+every letter and retry."""
+_ELLIPSIS = "..."
+
+
+def truncate_text(text: str) -> str:
+    """``text`` cut to :data:`MAX_HEADER_CHARS` characters, marked with ``...`` when cut."""
+    if len(text) <= MAX_HEADER_CHARS:
+        return text
+    return text[: MAX_HEADER_CHARS - len(_ELLIPSIS)] + _ELLIPSIS
+
+
+def header_bytes(text: str) -> bytes:
+    """UTF-8 header value; ``backslashreplace`` so a lone surrogate quoted from a record's
+    content cannot make building the dead letter itself fail."""
+    return text.encode("utf-8", "backslashreplace")
