@@ -86,6 +86,18 @@ def _table(args: argparse.Namespace) -> int:
                      as_of=args.as_of)
 
 
+def _config_check(args: argparse.Namespace) -> int:
+    """Validate as a service would (same loader, same exit 2 naming the key) and show the
+    resolved settings with secrets redacted, so a deployment can be checked before it runs."""
+    from services.config_check import check_config, render_json, render_yaml
+
+    config, data, sources = check_config(args.config)
+    shown = (render_json(config, data, sources) if args.json
+             else render_yaml(config, data, sources, args.config))
+    print(shown.rstrip("\n"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="hudi-sink", description="Exactly-once Kafka → Apache Hudi sink")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
@@ -115,6 +127,13 @@ def build_parser() -> argparse.ArgumentParser:
                          help="partitions when the topic is created (default 4)")
     produce.add_argument("--rate", type=float, default=None, help="records per second (max)")
     produce.set_defaults(func=_produce)
+    config = sub.add_parser("config", help="configuration tools")
+    config_sub = config.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    check = config_sub.add_parser(
+        "check", help="validate a config as the services would; print it resolved, secrets redacted")
+    check.add_argument("--config", required=True, help="YAML config file")
+    check.add_argument("--json", action="store_true", help="machine-readable output")
+    check.set_defaults(func=_config_check)
     table = sub.add_parser("table", help="inspect a Hudi table (read with hudi-rs)")
     table.add_argument("action", choices=["show", "history", "read"])
     table.add_argument("--path", required=True, help="table base path")

@@ -103,6 +103,10 @@ def run_dev(config_path: str | None, records: int, until_done: bool = False) -> 
     if "base_path" in table and not Path(table["base_path"]).is_absolute():
         table["base_path"] = str((base_dir / table["base_path"]).resolve())
     raw["table"] = table
+    # dev runs on one trusted machine: its admin endpoints (POST /transactions/commit …) take
+    # requests without a token unless the given config says otherwise; a token, when set, is
+    # still required. A deployment sets admin.token instead (see shared/admin.py).
+    raw["admin"] = {"allow_unauthenticated": True, **dict(raw.get("admin") or {})}
     probe = load_config(None, overrides=raw)  # validates early, names the bad key
     broker: EmbeddedBroker | None = None
     children: list[tuple[str, subprocess.Popen[bytes]]] = []

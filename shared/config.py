@@ -131,7 +131,12 @@ class AdminConfig(_Section):
 
     host: str = "0.0.0.0"
     port: int = Field(8080, ge=0, le=65535)
-    token: str | None = Field(None, repr=False)
+    token: str | None = Field(None, repr=False, min_length=1)
+    """Bearer token every service route needs. Empty is an error rather than "no token": an
+    empty Secret mounted as ``HUDI_SINK__ADMIN__TOKEN`` must fail at start, not open the door."""
+    allow_unauthenticated: bool = False
+    """Without a token, requests that change the sink (POST …) are refused unless this is true
+    (``hudi-sink dev``, tests on a trusted machine). Ignored when ``token`` is set."""
 
 
 class SparkConfig(_Section):

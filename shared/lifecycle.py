@@ -187,5 +187,6 @@ class ServiceShell(abc.ABC, Generic[R]):
             readiness=self.readiness,
             metrics=self.metrics,
             token=self.config.admin.token,
+            allow_unauthenticated=self.config.admin.allow_unauthenticated,
             routers=self.routers(),
         )

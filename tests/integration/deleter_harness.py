@@ -39,6 +39,9 @@ from shared.sink_log import EntryKind, LogEntry, SinkLog
 DDL = "id STRING, ts TIMESTAMP, country STRING, amount DOUBLE"
 T1, T2, T3, T4 = (f"2025010100000000{i}" for i in (1, 2, 3, 4))
 HOUR = 3600.0
+ADMIN_TOKEN = "deleter-harness-token"
+"""The harness talks to the deleter as a deployment does: with a bearer token (without one the
+admin app refuses POST /deletions/... by default)."""
 NO_SCHEDULED_WORK = Schedule(sweep_interval_s=1.0, sweep_min_age_s=1.0, reconcile_interval_s=0.0,
                              sweep=False)
 
@@ -53,7 +56,7 @@ def sink_config(broker: EmbeddedBroker, name: str, base: Path, **deletion: Any) 
         "deletion": {"partitions": 2, "send_delay_s": 1, "reconsume_later_s": 1,
                      "max_redeliveries": 2, "orphan_min_age_s": 60, "reconcile_interval_s": 0,
                      **deletion},
-        "admin": {"host": "127.0.0.1", "port": 0},
+        "admin": {"host": "127.0.0.1", "port": 0, "token": ADMIN_TOKEN},
     })
 
 
@@ -201,7 +204,9 @@ async def deleter(broker: EmbeddedBroker, name: str, base: Path, fs: LocalFileSy
     await producer.start()
     transport = httpx.ASGITransport(app=service.admin_app())
     try:
-        async with httpx.AsyncClient(transport=transport, base_url="http://deleter") as http:
+        headers = {"Authorization": f"Bearer {config.admin.token}"} if config.admin.token else {}
+        async with httpx.AsyncClient(transport=transport, base_url="http://deleter",
+                                     headers=headers) as http:
             async def ready() -> bool:
                 if task.done():
                     task.result()

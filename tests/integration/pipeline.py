@@ -122,7 +122,9 @@ class Pipeline:
                 "resend_interval_ms": 1000,
             },
             "deletion": {"send_delay_s": 1, "reconsume_later_s": 2, "orphan_min_age_s": 0},
-            "admin": {"host": "127.0.0.1", "port": 0},
+            # No token in these tests: the POSTs they send (forced commits, reconcile) must be
+            # allowed explicitly, as on a development machine (admin refuses them by default).
+            "admin": {"host": "127.0.0.1", "port": 0, "allow_unauthenticated": True},
             "spark": {"master": "local[1]", "conf": {"spark.driver.memory": "1g"}},
         }
         for section, values in self.overrides.items():
