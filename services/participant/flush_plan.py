@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from services.participant.decoder import Row, rows_to_arrow
+from services.participant.decoded import Row, rows_to_arrow
 from shared.hudi.naming import base_file_name, new_file_id, partition_path, write_token
 from shared.schema import TableSchema
 from shared.spark_writer import PART_COLUMN, PlannedFile

@@ -14,14 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.participant.decoder import (
-    ERROR_CLASSES,
-    RecordDecoder,
-    Rejected,
-    Row,
-    Skipped,
-    rows_to_arrow,
-)
+from services.participant.decoded import ERROR_CLASSES, Rejected, Row, Skipped, rows_to_arrow
+from services.participant.decoder import RecordDecoder
 from shared.config import TableConfig
 from shared.schema import TableSchema
 
@@ -788,7 +782,7 @@ def test_valid_records_round_trip_other_kinds(
 
 
 def test_partition_value_too_long_for_a_directory_is_a_bad_record() -> None:
-    from services.participant.decoder import PARTITION_VALUE_TOO_LONG, RecordDecoder, Rejected
+    from services.participant.decoded import PARTITION_VALUE_TOO_LONG
     from shared.config import TableConfig
     from shared.schema import TableSchema
 

@@ -1,0 +1,121 @@
+"""What decoding one record value can end in, and the Arrow form of the rows that fit.
+
+These are the decoder's contract with the rest of the participant: the transaction buffers
+each :class:`Row`, dead-letters each :class:`Rejected` (its ``error_class`` is a DLQ header
+value and a metric label, so the names below are stable) and counts each :class:`Skipped`
+tombstone; a flush turns the buffered rows into Arrow columns with :func:`rows_to_arrow`.
+They live apart from the parsing and coercion code, so the modules that only consume
+outcomes do not depend on how a record is decoded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from operator import itemgetter
+
+import pyarrow as pa
+
+from shared.schema import TableSchema
+
+__all__ = [
+    "Decoded",
+    "Row",
+    "Skipped",
+    "Rejected",
+    "rows_to_arrow",
+    "ERROR_CLASSES",
+    "RECORD_TOO_LARGE",
+    "INVALID_UTF8",
+    "INVALID_JSON",
+    "NOT_AN_OBJECT",
+    "MISSING_RECORD_KEY",
+    "MISSING_REQUIRED_FIELD",
+    "TYPE_MISMATCH",
+    "INVALID_TIMESTAMP",
+    "INVALID_DATE",
+    "PARTITION_VALUE_TOO_LONG",
+]
+
+# Error classes: stable names, used as DLQ header values and metric labels.
+RECORD_TOO_LARGE = "RecordTooLarge"
+INVALID_UTF8 = "InvalidUtf8"
+INVALID_JSON = "InvalidJson"
+NOT_AN_OBJECT = "NotAnObject"
+MISSING_RECORD_KEY = "MissingRecordKey"
+MISSING_REQUIRED_FIELD = "MissingRequiredField"
+TYPE_MISMATCH = "TypeMismatch"
+INVALID_TIMESTAMP = "InvalidTimestamp"
+INVALID_DATE = "InvalidDate"
+PARTITION_VALUE_TOO_LONG = "PartitionValueTooLong"
+
+
+#: Every ``Rejected.error_class`` the decoder can produce (e.g. to pre-register metrics).
+ERROR_CLASSES = frozenset(
+    {
+        RECORD_TOO_LARGE,
+        INVALID_UTF8,
+        INVALID_JSON,
+        NOT_AN_OBJECT,
+        MISSING_RECORD_KEY,
+        MISSING_REQUIRED_FIELD,
+        TYPE_MISMATCH,
+        INVALID_TIMESTAMP,
+        INVALID_DATE,
+        PARTITION_VALUE_TOO_LONG,
+    }
+)
+
+
+@dataclass(slots=True)
+class Row:
+    """A record that fits the schema.
+
+    Not frozen on purpose: a frozen dataclass ``__init__`` costs about three times as much
+    (it goes through ``object.__setattr__`` per field), which is measurable at hundreds of
+    thousands of records per second; ``values`` is a mutable dict anyway. Treat it as
+    read-only.
+    """
+
+    values: dict[str, object]
+    """Exactly one entry per schema column (converted value or ``None``); the key order
+    is not significant (it follows the JSON object, not the schema)."""
+    record_key: str
+    """``str()`` of the converted record key value (never empty)."""
+    partition_value: object
+    """Converted value of the partition field; ``None`` if unpartitioned or null."""
+    unknown_fields: int = 0
+    """Fields of the JSON object that are not columns; ignored, counted for metrics."""
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A record with nothing to write (a tombstone: the value is ``None``)."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A record that does not fit the schema; goes to the DLQ or fails the sink."""
+
+    error_class: str
+    message: str
+
+
+Decoded = Row | Skipped | Rejected
+
+
+def rows_to_arrow(rows: list[Row], schema: TableSchema) -> pa.Table:
+    """Build the data columns (``schema.data_arrow_schema``) of ``rows``, column-wise.
+
+    One Python list per column, then one typed ``pa.array`` conversion per column: about
+    twice as fast as ``Table.from_pylist`` and four times as fast as transposing with
+    ``zip(*rows)``, measured on 200k rows. The values were checked by the decoder, so the
+    conversion cannot fail on them.
+    """
+    arrow_schema = schema.data_arrow_schema
+    if not rows:
+        return arrow_schema.empty_table()
+    records = [row.values for row in rows]
+    arrays = [pa.array(list(map(itemgetter(field.name), records)), type=field.type) for field in arrow_schema]
+    return pa.Table.from_arrays(arrays, schema=arrow_schema)
