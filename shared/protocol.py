@@ -15,6 +15,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.errors import ProtocolDecodeError
+from shared.partition_key import PartitionKey
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -66,7 +67,7 @@ class TopicPartition(_Model):
     topic: str
     partition: int = Field(ge=0)
 
-    def key(self) -> tuple[str, int]:
+    def key(self) -> PartitionKey:
         return (self.topic, self.partition)
 
 
@@ -119,7 +120,7 @@ class WriteStatus(_Model):
     failed: str | None = None
     """Set when errors.tolerance=fail stopped this partition at a bad record."""
 
-    def key(self) -> tuple[str, int]:
+    def key(self) -> PartitionKey:
         return (self.topic, self.partition)
 
 

@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from services.coordinator.commit_state import CommitState, Key
+from services.coordinator.commit_state import CommitState
 from shared.hudi.offsets import offsets_metadata
 from shared.hudi.write_stats import WriteStat, build_commit_metadata
+from shared.partition_key import PartitionKey, keys_text
 
 __all__ = ["PlannedCommit", "plan_commit", "CARRIED_KEY"]
 
@@ -28,11 +29,11 @@ class PlannedCommit:
     """(staged path, final path), relative to the base path."""
     sizes: dict[str, int]
     """Staged path → size its status reported (checked before deciding)."""
-    offsets: dict[Key, int]
+    offsets: dict[PartitionKey, int]
     """Every offset the commit stores: answered partitions advance, the rest carry."""
     records: int
     dlq: int
-    carried: list[Key]
+    carried: list[PartitionKey]
 
 
 def plan_commit(
@@ -41,7 +42,7 @@ def plan_commit(
     schema_json: str,
     sink_name: str,
     topics: list[str],
-    unconfigured_offsets: Mapping[Key, int],
+    unconfigured_offsets: Mapping[PartitionKey, int],
 ) -> PlannedCommit:
     """The commit of ``state``: files and counters of every accepted status.
 
@@ -83,7 +84,7 @@ def plan_commit(
     if failed:
         extra["hudi.sink.failed.partitions"] = "; ".join(failed)
     if carried:
-        extra[CARRIED_KEY] = ",".join(f"{t}:{p}" for t, p in carried)
+        extra[CARRIED_KEY] = keys_text(carried)
     return PlannedCommit(
         metadata=build_commit_metadata(stats, extra),
         moves=moves,

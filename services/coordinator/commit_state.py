@@ -10,11 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 
+from shared.partition_key import PartitionKey
 from shared.protocol import WriteStatus
 
 __all__ = ["CommitState", "StatusOutcome", "AbortReason"]
-
-Key = tuple[str, int]
 
 
 class AbortReason(StrEnum):
@@ -40,13 +39,13 @@ class StatusOutcome(Enum):
 class CommitState:
     instant: str
     epoch: int
-    expected: frozenset[Key]
-    start_offsets: dict[Key, int]
+    expected: frozenset[PartitionKey]
+    start_offsets: dict[PartitionKey, int]
     started_at: float
     ended_at: float | None = None
     end_sent_at: float | None = None
-    statuses: dict[Key, WriteStatus] = field(default_factory=dict)
-    owners: dict[Key, str] = field(default_factory=dict)
+    statuses: dict[PartitionKey, WriteStatus] = field(default_factory=dict)
+    owners: dict[PartitionKey, str] = field(default_factory=dict)
     """Latest member that announced each partition (PARTICIPANT_READY)."""
     heard_at: float | None = None
     """When a participant last announced a partition of this instant (alive, working)."""
@@ -68,7 +67,7 @@ class CommitState:
             and now - self.end_sent_at >= resend_s
         )
 
-    def pending(self) -> list[Key]:
+    def pending(self) -> list[PartitionKey]:
         return sorted(self.expected - self.statuses.keys())
 
     def has_known_owner(self) -> bool:
@@ -78,7 +77,7 @@ class CommitState:
         (a cold start where Spark warms for seconds), so the instant stays open instead."""
         return bool(self.owners) or bool(self.statuses)
 
-    def carried(self) -> list[Key]:
+    def carried(self) -> list[PartitionKey]:
         """Partitions whose offsets this instant does not advance because they did not
         answer, or answered that they gave the instant up (a flush failed for good)."""
         failed = {key for key, status in self.statuses.items()
@@ -86,7 +85,7 @@ class CommitState:
         return sorted((self.expected - self.statuses.keys()) | failed)
 
     # --- events -------------------------------------------------------------------------
-    def announce(self, key: Key, member: str, now: float | None = None) -> None:
+    def announce(self, key: PartitionKey, member: str, now: float | None = None) -> None:
         self.owners[key] = member
         if now is not None and key in self.expected:
             self.heard_at = now
@@ -110,7 +109,7 @@ class CommitState:
         self.statuses[key] = status
         return StatusOutcome.ACCEPTED
 
-    def drop_status(self, key: Key) -> None:
+    def drop_status(self, key: PartitionKey) -> None:
         """Forget an accepted status whose files turned out unusable (missing or of the
         wrong size): the partition is then carried like one that never answered."""
         self.statuses.pop(key, None)
@@ -119,7 +118,7 @@ class CommitState:
         self.ended_at = now
         self.end_sent_at = now
 
-    def next_offsets(self) -> dict[Key, int]:
+    def next_offsets(self) -> dict[PartitionKey, int]:
         """Offsets after this instant: answered partitions advance, others keep theirs."""
         offsets = dict(self.start_offsets)
         for key, status in self.statuses.items():

@@ -14,12 +14,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from services.coordinator.commit_metadata import CARRIED_KEY
+from services.coordinator.commit_state import CommitState
 from services.coordinator.rest import TransactionView
 from shared.errors import TableFormatError
 from shared.hudi.offsets import offsets_from_metadata
 from shared.hudi.table import HudiTable
+from shared.partition_key import PartitionKey, key_text, offsets_by_text
 
-__all__ = ["TransactionHistory", "view_of_commit"]
+__all__ = ["TransactionHistory", "view_of_commit", "transaction_view", "inflight_view"]
 
 KEEP = 1000
 
@@ -41,8 +43,38 @@ def view_of_commit(instant: str, metadata: Mapping[str, Any], topics: list[str])
         records=sum(int(s.get("numWrites", 0)) for s in stats),
         files=len(stats),
         bytes=sum(int(s.get("fileSizeInBytes", 0)) for s in stats),
-        offsets={f"{t}:{p}": o for (t, p), o in sorted(offsets.items())},
+        offsets=offsets_by_text(offsets),
         carried=carried.split(",") if carried else None,
+    )
+
+
+def transaction_view(state: CommitState, status: str, *, records: int | None = None,
+                     files: int | None = None, bytes_: int | None = None,
+                     duration: float | None = None, reason: str | None = None,
+                     carried: list[PartitionKey] | None = None) -> TransactionView:
+    """What this leader knows of a transaction it ran: a committed one shows the offsets it
+    moved to, any other the offsets it started from."""
+    offsets = state.next_offsets() if status == "committed" else state.start_offsets
+    return TransactionView(
+        commit_time=state.instant,
+        state=status,
+        epoch=state.epoch,
+        records=records,
+        files=files,
+        bytes=bytes_,
+        offsets=offsets_by_text(offsets),
+        duration_s=round(duration, 3) if duration is not None else None,
+        reason=reason,
+        carried=[key_text(key) for key in carried] if carried else None,
+    )
+
+
+def inflight_view(state: CommitState, now: float) -> TransactionView:
+    """The open transaction, ``now`` on the monotonic clock it was started with."""
+    return TransactionView(
+        commit_time=state.instant, state="inflight", epoch=state.epoch,
+        offsets=offsets_by_text(state.start_offsets),
+        duration_s=round(now - state.started_at, 3),
     )
 
 

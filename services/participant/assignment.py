@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from aiokafka import TopicPartition as KafkaTopicPartition
 
 from services.participant.transaction import TransactionParticipant
+from shared.partition_key import PartitionKey
 
 __all__ = ["PartitionRegistry", "AppliedAssignment"]
 
-Key = tuple[str, int]
+Key = PartitionKey
 
 
 @dataclass

@@ -35,13 +35,14 @@ from aiokafka.errors import KafkaError
 from services.participant.dead_letters import DeadLetter
 from shared.dlq_headers import HEADER_VALUE_TRUNCATED
 from shared.errors import HudiSinkError
+from shared.partition_key import PartitionKey
 
 __all__ = ["DeadLetterSender", "DeadLetterSendError", "DEFAULT_BUDGET_BYTES",
            "HEADER_VALUE_TRUNCATED", "MAX_VALUE_BYTES"]
 
 log = logging.getLogger("hudi_sink.participant.dlq")
 
-Key = tuple[str, int]
+Key = PartitionKey
 DEFAULT_BUDGET_BYTES = 64 * 1024 * 1024
 MAX_VALUE_BYTES = 8 * 1024 * 1024
 """Below the producer's 16 MiB request limit, with room for key and headers."""

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.errors import TableFormatError
+from shared.partition_key import PartitionKey
 
 __all__ = [
     "KAFKA_COMMIT_OFFSETS_KEY",
@@ -34,7 +35,7 @@ KAFKA_COMMIT_OFFSETS_KEY = "kafka.commit.offsets"
 UNQUALIFIED_TOPIC_KEY = "hudi.sink.offsets.topic"
 
 #: (topic, partition) -> next offset to consume.
-Offsets = dict[tuple[str, int], int]
+Offsets = dict[PartitionKey, int]
 
 
 def format_offsets(offsets: Offsets, topics: list[str]) -> str:

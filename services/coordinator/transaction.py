@@ -1,0 +1,396 @@
+"""One leader's transactions: RFC-32's instant life cycle, one step per call.
+
+``step`` is the whole protocol as a short script:
+  IDLE → start | STARTED and interval reached (or forced) → end |
+  ENDED and every partition answered → commit | ENDED and timed out → partial commit, keep
+  waiting, or abort | ENDED → re-send END to partitions that have not answered.
+``receive`` applies one participant message between steps and returns the replies. Leadership
+(election, epochs, recovery) is the service's; this class starts at ``take_over`` and ends at
+``stand_by``. Phases move only through ``COORDINATOR_TRANSITIONS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+from aiokafka.errors import KafkaError
+
+from services.coordinator.commit_metadata import PlannedCommit, plan_commit
+from services.coordinator.commit_state import AbortReason, CommitState, StatusOutcome
+from services.coordinator.committer import RecoveryReport, TableCommitter
+from services.coordinator.history import TransactionHistory, transaction_view
+from services.coordinator.rest import TransactionView
+from shared.config import SinkConfig
+from shared.hudi.naming import next_instant_time
+from shared.hudi.table import HudiTable
+from shared.metrics import Metrics
+from shared.partition_key import PartitionKey, key_text, keys_text, offsets_text
+from shared.protocol import (
+    AckCommit,
+    EndCommit,
+    Envelope,
+    ParticipantReady,
+    PartitionOffset,
+    StartCommit,
+    TopicPartition,
+    WriteStatus,
+)
+from shared.schema import TableSchema
+from shared.states import COORDINATOR_TRANSITIONS, CoordinatorPhase, StateMachine
+
+__all__ = ["TransactionDriver", "Outgoing", "Reply", "offsets_list"]
+
+log = logging.getLogger("hudi_sink.coordinator")
+
+Outgoing = StartCommit | EndCommit | AckCommit
+Reply = tuple[Outgoing, str | None]
+"""A message to send and the instant it is for (None: the open instant)."""
+ChannelSend = Callable[[Outgoing, str, int], Awaitable[None]]
+"""Send (payload, instant, epoch) on the control topic."""
+ExpectedPartitions = Callable[[], Awaitable[frozenset[PartitionKey]]]
+COMMIT_REQUEST_WINDOW_S = 5.0
+"""A forced commit asked for between two instants applies to the next instant only if it
+starts this soon (it normally starts within milliseconds); it never lingers."""
+
+
+def offsets_list(offsets: dict[PartitionKey, int]) -> list[PartitionOffset]:
+    """Offsets in wire form, sorted by partition."""
+    return [PartitionOffset(topic=t, partition=p, offset=o) for (t, p), o in sorted(offsets.items())]
+
+
+class TransactionDriver:
+    """The open transaction and everything one leadership knows about transactions."""
+
+    def __init__(
+        self,
+        config: SinkConfig,
+        schema: TableSchema,
+        table: HudiTable,
+        committer: TableCommitter,
+        metrics: Metrics,
+        *,
+        channel_send: ChannelSend,
+        expected_partitions: ExpectedPartitions,
+    ) -> None:
+        self._config = config
+        self._schema = schema
+        self._table = table
+        self._committer = committer
+        self._metrics = metrics
+        self._channel_send = channel_send
+        self._expected_partitions = expected_partitions
+        self.phase = StateMachine("coordinator", CoordinatorPhase.STANDBY, COORDINATOR_TRANSITIONS)
+        self.current: CommitState | None = None
+        self.committed_offsets: dict[PartitionKey, int] = {}
+        self.history = TransactionHistory()
+        self.latest_instant: str | None = None
+        self.owners: dict[PartitionKey, str] = {}
+        """Latest member that announced each partition (kept across instants)."""
+        self._commit_request: tuple[str | None, float] | None = None
+        """A REST commit: (instant it is for, or None for "the next one", when asked)."""
+        self._abort_request: str | None = None
+        """A REST abort: the instant it is for (never applied to another one)."""
+        self._waiting_logged_for: tuple[str, str] | None = None
+
+    @property
+    def is_leader(self) -> bool:
+        return self.phase.state not in (CoordinatorPhase.STANDBY, CoordinatorPhase.STOPPED)
+
+    # --- leadership boundaries ------------------------------------------------------------
+    def begin_recovery(self) -> None:
+        """Elected: announcements heard as a standby are not trusted."""
+        self.owners.clear()
+        self.phase.transition_to(CoordinatorPhase.RECOVERING, "elected")
+
+    def take_over(self, epoch: int, report: RecoveryReport,
+                  committed_offsets: dict[PartitionKey, int], latest_instant: str | None) -> None:
+        """Recovery done: record what it rolled back and become IDLE under ``epoch``."""
+        for instant in report.rolled_back:
+            self.history.record(TransactionView(commit_time=instant, state="aborted",
+                                                reason=AbortReason.TAKEOVER))
+            self._metrics.transaction_aborted(AbortReason.TAKEOVER)
+        self.committed_offsets = committed_offsets
+        self.latest_instant = latest_instant
+        self.phase.transition_to(CoordinatorPhase.IDLE, f"epoch {epoch}")
+        log.info("leader with epoch %d; committed offsets %s; rolled forward %s, back %s",
+                 epoch, offsets_text(committed_offsets), report.rolled_forward,
+                 report.rolled_back)
+
+    def stand_by(self, reason: str) -> None:
+        """Leadership lost: forget the open instant (the next leader rolls it back)."""
+        if self.current is not None:
+            self.history.record_if_absent(transaction_view(self.current, "inflight"))
+        self.current = None
+        self.owners.clear()  # learnt again from announcements under the next leadership
+        self.phase.transition_to(CoordinatorPhase.STANDBY, reason)
+
+    def stop(self) -> None:
+        if self.phase.can(CoordinatorPhase.STOPPED):
+            self.phase.transition_to(CoordinatorPhase.STOPPED, "shutdown")
+
+    def has_undecided_instant(self) -> bool:
+        return self.current is not None and self.phase.state in (
+            CoordinatorPhase.STARTED, CoordinatorPhase.ENDED)
+
+    # --- control messages -----------------------------------------------------------------
+    def receive(self, envelope: Envelope) -> list[Reply]:
+        """Apply one participant message; returns follow-up sends."""
+        payload = envelope.payload
+        state = self.current
+        if isinstance(payload, ParticipantReady):
+            for tp in payload.partitions:
+                self.owners[tp.key()] = envelope.sender.id
+                if state is not None:
+                    state.announce(tp.key(), envelope.sender.id, time.monotonic())
+            return self._answer_ready(payload.partitions)
+        if isinstance(payload, WriteStatus):
+            if state is None or envelope.commit_time != state.instant:
+                return self._answer_late_status(envelope, payload)
+            if envelope.coordinator_epoch != state.epoch:
+                log.info("dropped WRITE_STATUS of stale epoch %d", envelope.coordinator_epoch)
+                return []
+            outcome = state.record_status(payload, envelope.sender.id)
+            if outcome is StatusOutcome.DUPLICATE:
+                log.debug("WRITE_STATUS %s-%d for %s: duplicate", payload.topic, payload.partition,
+                          state.instant)
+            elif outcome is not StatusOutcome.ACCEPTED:
+                log.info("WRITE_STATUS %s-%d for %s: %s", payload.topic, payload.partition,
+                         state.instant, outcome.value)
+            if payload.failed:
+                log.error("partition %s-%d failed: %s", payload.topic, payload.partition,
+                          payload.failed)
+        return []
+
+    def _answer_ready(self, partitions: list[TopicPartition]) -> list[Reply]:
+        """A partition joined mid-transaction: it joins this instant (no abort needed)."""
+        state = self.current
+        if state is None or self.phase.state not in (CoordinatorPhase.STARTED, CoordinatorPhase.ENDED):
+            return []
+        targets = [tp for tp in partitions if tp.key() in state.expected
+                   and tp.key() not in state.statuses]
+        if not targets:
+            return []
+        sends: list[Reply] = [(StartCommit(offsets=offsets_list(state.start_offsets),
+                                           targets=targets), None)]
+        if self.phase.state is CoordinatorPhase.ENDED:
+            sends.append((EndCommit(targets=targets), None))
+        return sends
+
+    def _answer_late_status(self, envelope: Envelope, status: WriteStatus) -> list[Reply]:
+        """A status for an instant that is not the open one.
+
+        Committed by us: its ACK was lost; repeat it. Otherwise (aborted, or of an older
+        leader) the partition holds an instant that is over and missed the START of the
+        open one: answer as if it had announced itself, so it joins the open instant."""
+        instant = envelope.commit_time
+        view = self.history.get(instant or "")
+        same_epoch = envelope.coordinator_epoch == self._committer.epoch
+        if view is not None and view.state == "committed" and same_epoch:
+            return [(AckCommit(offsets=offsets_list(self.committed_offsets)), instant)]
+        return self._answer_ready([TopicPartition(topic=status.topic, partition=status.partition)])
+
+    # --- the protocol step ----------------------------------------------------------------
+    async def step(self) -> None:
+        now = time.monotonic()
+        phase = self.phase.state
+        txn = self._config.transaction
+        if phase is CoordinatorPhase.IDLE:
+            await self._start_transaction()
+            return
+        state = self.current
+        assert state is not None
+        if self._abort_request is not None:
+            requested, self._abort_request = self._abort_request, None
+            if requested == state.instant:
+                await self.abort(AbortReason.FORCED)
+                return
+        if phase is CoordinatorPhase.STARTED:
+            forced = self._take_commit_request(state.instant, now)
+            if forced or state.is_interval_reached(now, txn.interval_ms / 1000):
+                if not forced and not state.has_known_owner():
+                    self._log_waiting(state, "no participant has announced a partition yet")
+                    return  # nobody could answer an END yet (participants still starting)
+                await self._end_transaction()
+        elif phase is CoordinatorPhase.ENDED:
+            if state.is_complete():
+                await self._commit()
+            elif state.is_timed_out(now, txn.write_status_timeout_ms / 1000):
+                await self._on_timeout(state)
+            elif state.should_resend_end(now, txn.resend_interval_ms / 1000):
+                state.end_sent_at = now
+                targets = [TopicPartition(topic=t, partition=p) for t, p in state.pending()]
+                await self.send(EndCommit(targets=targets))
+
+    def _timeout_s(self) -> float:
+        return self._config.transaction.write_status_timeout_ms / 1000
+
+    def _log_waiting(self, state: CommitState, why: str) -> None:
+        if self._waiting_logged_for != (state.instant, why):
+            self._waiting_logged_for = (state.instant, why)
+            log.info("%s stays open: %s", state.instant, why)
+
+    def _take_commit_request(self, instant: str, now: float) -> bool:
+        """Whether a REST commit applies to ``instant``: asked for it, or asked between two
+        instants just before it started. A stale request is dropped, never applied."""
+        request, self._commit_request = self._commit_request, None
+        if request is None:
+            return False
+        target, asked_at = request
+        if target == instant:
+            return True
+        return target is None and now - asked_at <= COMMIT_REQUEST_WINDOW_S
+
+    async def _on_timeout(self, state: CommitState) -> None:
+        """Write-status deadline passed: commit the partitions that answered and carry the
+        others' offsets (a partial commit); roll back only when none answered and someone
+        could have. When no participant has ever announced, keep waiting instead: there is
+        nothing to roll back for and a participant that comes up joins this instant."""
+        missing = state.pending()
+        alive_s = 3 * self._config.transaction.resend_interval_ms / 1000
+        if state.statuses:
+            log.warning("write status timeout for %s: committing %d partition(s), carrying %s",
+                        state.instant, len(state.statuses), keys_text(missing, "none"))
+            await self._commit()
+        elif (state.heard_recently(time.monotonic(), alive_s)
+              and not state.is_timed_out(time.monotonic(), 3 * self._timeout_s())):
+            # Nobody answered, but participants say they are still working (a slow flush,
+            # Spark warming under load): rolling back would only throw their work away. For
+            # at most three timeouts: a report hanging longer than that is given up.
+            self._log_waiting(state, "participants are still preparing their reports")
+        elif state.has_known_owner():
+            log.error("write status timeout for %s; no partition answered (missing %s)",
+                      state.instant, keys_text(missing, "none"))
+            await self.abort(AbortReason.WRITE_STATUS_TIMEOUT)
+        else:
+            self._log_waiting(state, "no participant has announced a partition yet")
+
+    async def _start_transaction(self) -> None:
+        expected = await self._expected_partitions()
+        instant = next_instant_time(self.latest_instant, datetime.now(UTC))
+        await asyncio.to_thread(self._committer.abort_foreign, None)
+        await asyncio.to_thread(self._committer.start, instant)
+        self.latest_instant = instant
+        start_offsets = {key: self.committed_offsets.get(key, 0) for key in expected}
+        self.current = CommitState(
+            instant=instant,
+            epoch=self._committer.epoch,
+            expected=expected,
+            start_offsets=start_offsets,
+            started_at=time.monotonic(),
+            owners={k: v for k, v in self.owners.items() if k in expected},
+        )
+        self.phase.transition_to(CoordinatorPhase.STARTED, instant)
+        await self.send(StartCommit(offsets=offsets_list(start_offsets)))
+        log.info("started %s (epoch %d, %d partitions)", instant, self._committer.epoch, len(expected))
+
+    async def _end_transaction(self) -> None:
+        state = self.current
+        assert state is not None
+        state.mark_ended(time.monotonic())
+        self.phase.transition_to(CoordinatorPhase.ENDED, state.instant)
+        await self.send(EndCommit())
+
+    async def _commit(self) -> None:
+        state = self.current
+        assert state is not None
+        self.phase.transition_to(CoordinatorPhase.COMMITTING, state.instant)
+        problems = await asyncio.to_thread(self._verify_statuses, state)
+        for key, problem in problems.items():
+            log.error("%s: status of %s dropped (partition carried): %s", state.instant,
+                      key_text(key), problem)
+            state.drop_status(key)
+        if problems and not state.statuses:
+            await self.abort(AbortReason.STAGED_FILES_UNUSABLE, "; ".join(problems.values()))
+            return
+        planned = self._plan_commit(state)
+        await asyncio.to_thread(self._committer.commit, state.instant, planned.metadata, planned.moves)
+        self.committed_offsets = planned.offsets
+        duration = time.monotonic() - state.started_at
+        self._metrics.commit_completed(duration, planned.records)
+        if planned.carried:
+            self._metrics.partial_commit(len(planned.carried))
+        self.history.record(transaction_view(
+            state, "committed", records=planned.records, files=len(planned.moves),
+            bytes_=sum(planned.sizes.values()), duration=duration, carried=planned.carried))
+        self.current = None
+        self.phase.transition_to(CoordinatorPhase.IDLE, f"committed {state.instant}")
+        log.info("committed %s: %d rows, %d files, %d dlq, offsets %s%s (%.2f s)", state.instant,
+                 planned.records, len(planned.moves), planned.dlq,
+                 offsets_text(planned.offsets),
+                 f", carried {keys_text(planned.carried)}" if planned.carried else "",
+                 duration)
+        await self.send(AckCommit(offsets=offsets_list(planned.offsets)), state.instant)
+
+    def _plan_commit(self, state: CommitState) -> PlannedCommit:
+        topics = list(self._config.kafka.topics)
+        return plan_commit(
+            state,
+            schema_json=self._schema.avro_schema_json(),
+            sink_name=self._config.name,
+            topics=topics,
+            unconfigured_offsets={k: o for k, o in self.committed_offsets.items()
+                                  if k[0] not in topics},
+        )
+
+    def _verify_statuses(self, state: CommitState) -> dict[PartitionKey, str]:
+        """Statuses whose staged files are not all there with their reported sizes
+        (blocking file checks: run in a worker thread)."""
+        problems: dict[PartitionKey, str] = {}
+        for key, status in list(state.statuses.items()):
+            moves = [(f.staged_path, f.final_path) for f in status.files]
+            sizes = {f.staged_path: f.size_bytes for f in status.files}
+            problem = self._committer.verify_staged(moves, sizes)
+            if problem is not None:
+                problems[key] = problem
+        return problems
+
+    async def abort(self, why: AbortReason, detail: str = "") -> None:
+        state = self.current
+        assert state is not None
+        reason = f"{why.value}: {detail}" if detail else why.value
+        self.phase.transition_to(CoordinatorPhase.ABORTING, reason)
+        await asyncio.to_thread(self._committer.abort, state.instant, reason)
+        self._metrics.transaction_aborted(why.value)
+        self.history.record(transaction_view(state, "aborted", reason=reason,
+                                       duration=time.monotonic() - state.started_at))
+        self.current = None
+        self.phase.transition_to(CoordinatorPhase.IDLE, f"aborted {state.instant}")
+
+    # --- sending --------------------------------------------------------------------------
+    async def send(self, payload: Outgoing, instant: str | None = None) -> None:
+        """Send for the open instant, or for ``instant`` (an ACK after it was closed).
+
+        A failed send is a lost message: every one heals (participants re-announce and
+        re-send, END is re-sent), so it is logged, never allowed to end leadership."""
+        if instant is None:
+            assert self.current is not None
+            instant = self.current.instant
+        try:
+            await self._channel_send(payload, instant, self._committer.epoch)
+        except KafkaError as exc:
+            log.warning("%s for %s not sent (heals by re-send): %r", payload.type.value, instant, exc)
+
+    # --- REST commands --------------------------------------------------------------------
+    def open_instant(self) -> str | None:
+        state = self.current
+        if state is None or self.phase.state not in (CoordinatorPhase.STARTED, CoordinatorPhase.ENDED):
+            return None
+        return state.instant
+
+    def request_commit(self) -> str | None:
+        """End the open instant now; between two instants, the one that starts next (only
+        within COMMIT_REQUEST_WINDOW_S). Returns the open instant, if any."""
+        instant = self.open_instant()
+        self._commit_request = (instant, time.monotonic())
+        return instant
+
+    def request_abort(self) -> str | None:
+        """Roll back the open instant; None (nothing done) when no instant is open, so an
+        abort can never hit a transaction the operator did not see."""
+        instant = self.open_instant()
+        self._abort_request = instant
+        return instant
