@@ -30,7 +30,9 @@ from shared.kafka import TopicAdmin, ensure_sink_topics, wait_for_kafka
 from shared.metrics import Metrics
 from shared.states import SERVICE_TRANSITIONS, ServicePhase, StateMachine
 
-__all__ = ["ServiceShell", "supervise", "run_unless_stopped", "unless_stopped", "kafka_prelude"]
+__all__ = [
+    "ServiceShell", "supervise", "run_unless_stopped", "unless_stopped", "kafka_prelude", "periodically",
+]
 
 log = logging.getLogger("hudi_sink.lifecycle")
 
@@ -66,6 +68,15 @@ async def _race_stop(stop: asyncio.Event, work: Awaitable[T]) -> tuple[bool, T |
             await task
         return False, None
     return True, task.result()
+
+
+async def periodically(stop: asyncio.Event, step: Callable[[], Awaitable[float]]) -> None:
+    """A periodic routine: run ``step`` until ``stop`` is set, waiting the seconds it returns
+    before the next run; a stop ends the wait at once. A step's exception ends the routine."""
+    while not stop.is_set():
+        wait = await step()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), wait)
 
 
 async def supervise(

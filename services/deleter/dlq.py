@@ -13,21 +13,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import posixpath
-from collections.abc import Callable
 
 import orjson
-from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
-from services.deleter.rest import DlqEntry, ReplayResult, ServiceUnavailable
+from services.deleter.context import Counted, DeleterContext
+from services.deleter.errors import ServiceUnavailable
+from services.deleter.rest import DlqEntry, ReplayResult
+from shared.clients import KafkaClientFactory
 from shared.config import SinkConfig
 from shared.deletion import DeletionDecodeError, IntentHeaders, IntentSender, PendingDelete
 from shared.errors import HudiSinkError
-from shared.fs import FileSystem
 from shared.hudi import layout
-from shared.kafka import TopicAdmin, consumer_options
-from shared.metrics import Metrics
 
 __all__ = ["DeletionDlq", "REPLAY_STATE"]
 
@@ -45,23 +43,12 @@ _KAFKA_ERRORS = (KafkaError, OSError, TimeoutError)
 class DeletionDlq:
     """List and replay ``<name>-deletion-dlq``."""
 
-    def __init__(
-        self,
-        config: SinkConfig,
-        fs: FileSystem,
-        table_path: str,
-        *,
-        clock: Callable[[], float],
-        metrics: Metrics,
-    ) -> None:
+    def __init__(self, config: SinkConfig, context: DeleterContext, clients: KafkaClientFactory) -> None:
         self._config = config
-        self._fs = fs
-        self._state_path = posixpath.join(table_path, REPLAY_STATE)
-        self._clock = clock
-        self._metrics = metrics
+        self._context = context
+        self._clients = clients
+        self._state_path = posixpath.join(context.table_path, REPLAY_STATE)
         self._lock = asyncio.Lock()
-        self.replayed = 0
-        """Intents replayed by this process."""
 
     async def read(self) -> list[ConsumerRecord]:
         """Every DLQ record (ServiceUnavailable when Kafka cannot be reached)."""
@@ -72,14 +59,15 @@ class DeletionDlq:
 
     async def _read_records(self) -> list[ConsumerRecord]:
         """Every DLQ record, with a short-lived unmanaged consumer from the beginning."""
-        cfg = self._config
-        topic = cfg.deletion_dlq_topic
-        async with TopicAdmin(cfg.kafka, client_id="hudi-sink-deleter-dlq") as admin:
+        topic = self._config.deletion_dlq_topic
+        admin = await self._clients.admin("hudi-sink-deleter-dlq")
+        try:
             partitions = (await admin.partition_counts([topic])).get(topic, 0)
+        finally:
+            await self._clients.close(admin)
         if partitions == 0:
             return []
-        consumer = AIOKafkaConsumer(**consumer_options(cfg.kafka, None, "hudi-sink-deleter-dlq"))
-        await consumer.start()
+        consumer = await self._clients.consumer(None, "hudi-sink-deleter-dlq")
         records: list[ConsumerRecord] = []
         try:
             tps = [TopicPartition(topic, p) for p in range(partitions)]
@@ -101,7 +89,7 @@ class DeletionDlq:
     def _load_replayed(self) -> dict[int, int]:
         """DLQ partition → first offset not yet replayed (blocking: worker thread)."""
         try:
-            raw = orjson.loads(self._fs.read_bytes(self._state_path))
+            raw = orjson.loads(self._context.fs.read_bytes(self._state_path))
         except FileNotFoundError:
             return {}
         except orjson.JSONDecodeError as exc:
@@ -113,7 +101,7 @@ class DeletionDlq:
     def _save_replayed(self, next_offsets: dict[int, int]) -> None:
         data = {"topic": self._config.deletion_dlq_topic,
                 "next_offsets": {str(p): o for p, o in sorted(next_offsets.items())}}
-        self._fs.write_atomic(self._state_path, orjson.dumps(data))
+        self._context.fs.write_atomic(self._state_path, orjson.dumps(data))
 
     async def entries(self) -> list[DlqEntry]:
         records = await self.read()
@@ -142,8 +130,7 @@ class DeletionDlq:
                     else:
                         await sender.send(self._config.deletion_topic, *self._replay_of(record, intent))
                         replayed += 1
-                        self.replayed += 1
-                        self._metrics.deletion("replayed")
+                        self._context.tally.add(Counted.REPLAYED)
                     progress[record.partition] = record.offset + 1
             except _KAFKA_ERRORS as exc:
                 raise ServiceUnavailable(f"replay stopped after {replayed} intent(s): {exc}") from exc
@@ -165,7 +152,7 @@ class DeletionDlq:
             source_offset=incoming.source_offset,
             replayed_from=f"{record.topic}:{record.partition}:{record.offset}",
         )
-        return intent.model_copy(update={"attempt": 0, "not_before": self._clock()}), headers
+        return intent.model_copy(update={"attempt": 0, "not_before": self._context.clock()}), headers
 
 
 def _entry(record: ConsumerRecord, replayed: dict[int, int]) -> DlqEntry:

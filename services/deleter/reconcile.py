@@ -12,17 +12,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import posixpath
-from collections.abc import Callable
 
 from aiokafka.errors import KafkaError
 
-from services.deleter.rest import OrphanView, ReconcileResult, ServiceUnavailable
-from services.deleter.table_state import TableStateCache, own_instant, relative_path, scan_orphans
+from services.deleter.context import Counted, DeleterContext
+from services.deleter.errors import ServiceUnavailable
+from services.deleter.rest import OrphanView, ReconcileResult
+from services.deleter.table_state import own_instant, relative_path, scan_orphans
 from shared.config import DeletionConfig
 from shared.deletion import DeletionReason, IntentSender, PendingDelete
-from shared.fs import FileSystem
 from shared.hudi.naming import parse_base_file_name
-from shared.metrics import Metrics
 
 __all__ = ["Reconciler"]
 
@@ -32,39 +31,23 @@ _SEND_ERRORS = (KafkaError, OSError, TimeoutError)
 
 
 class Reconciler:
-    def __init__(
-        self,
-        config: DeletionConfig,
-        fs: FileSystem,
-        table_path: str,
-        cache: TableStateCache,
-        *,
-        clock: Callable[[], float],
-        metrics: Metrics,
-    ) -> None:
+    def __init__(self, config: DeletionConfig, context: DeleterContext) -> None:
         self._config = config
-        self._fs = fs
-        self._table_path = table_path
-        self._cache = cache
-        self._clock = clock
-        self._metrics = metrics
-        self.orphans_found = 0
-        """Orphans reported by this process's scans (dry runs included)."""
+        self._context = context
 
     async def reconcile(self, sender: IntentSender | None, *, dry_run: bool = True) -> ReconcileResult:
         """Orphans older than ``orphan_min_age_s``; reported, or enqueued as ORPHAN intents
         (``sender`` required then)."""
         if not dry_run and sender is None:
             raise ServiceUnavailable("the deleter is not running (no producer)")
-        cfg = self._config
-        snapshot = await self._cache.refresh(self._table_path, max_age_s=0.0)
-        now = self._clock()
+        cfg, ctx = self._config, self._context
+        snapshot = await ctx.cache.refresh(ctx.table_path, max_age_s=0.0)
+        now = ctx.clock()
         orphans = await asyncio.to_thread(
-            scan_orphans, self._fs, snapshot, now=now, min_age_s=cfg.orphan_min_age_s
+            scan_orphans, ctx.fs, snapshot, now=now, min_age_s=cfg.orphan_min_age_s
         )
-        self.orphans_found += len(orphans)
-        if orphans:
-            self._metrics.deletion("orphan_found", len(orphans))
+        if orphans:  # counted in GET /deletions/stats as reconcile_orphans (dry runs too)
+            ctx.tally.add(Counted.ORPHAN_FOUND, len(orphans))
         enqueued = 0
         if orphans and sender is not None and not dry_run:
             intents = [self._orphan_intent(o.path, now + cfg.send_delay_s) for o in orphans]
@@ -73,7 +56,7 @@ class Reconciler:
             except _SEND_ERRORS as exc:
                 raise ServiceUnavailable(f"orphan intents not acked: {exc}") from exc
             enqueued = len(intents)
-            self._metrics.deletion("orphan_enqueued", enqueued)
+            ctx.tally.add(Counted.ORPHAN_ENQUEUED, enqueued)
         log.info("reconcile (%s): %d orphan(s), %d enqueued", "dry run" if dry_run else "enqueue",
                  len(orphans), enqueued)
         return ReconcileResult(
@@ -83,10 +66,11 @@ class Reconciler:
         )
 
     def _orphan_intent(self, path: str, not_before: float) -> PendingDelete:
-        relative = relative_path(self._table_path, path)
+        table_path = self._context.table_path
+        relative = relative_path(table_path, path)
         parsed = parse_base_file_name(posixpath.basename(path))
         return PendingDelete(
-            table_path=self._table_path,
+            table_path=table_path,
             file_path=path,
             file_id=parsed.file_id if parsed else None,
             file_instant=own_instant(relative) if relative else None,

@@ -1,31 +1,21 @@
 """Deleter admin routes: stats, the deletion DLQ (list and replay) and the orphan scan.
 
-Bearer auth is added by ``shared.admin.create_admin_app`` around this router.
+The views are what the routes answer; the routes reach the service only through
+:class:`DeletionControl` (no import of the service module). Bearer auth is added by the
+service shell's admin app around this router.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel
 
-if TYPE_CHECKING:
-    from services.deleter.service import DeleterService
+from services.deleter.errors import ServiceUnavailable
 
-__all__ = [
-    "DeletionStats",
-    "DlqEntry",
-    "ReplayResult",
-    "OrphanView",
-    "ReconcileResult",
-    "ServiceUnavailable",
-    "build_router",
-]
-
-
-class ServiceUnavailable(Exception):
-    """The action needs Kafka clients the service has not started (yet)."""
+__all__ = ["DeletionStats", "DlqEntry", "ReplayResult", "OrphanView", "ReconcileResult",
+           "DeletionControl", "build_router"]
 
 
 class DeletionStats(BaseModel):
@@ -104,7 +94,22 @@ _UNAVAILABLE: dict[int | str, dict[str, Any]] = {
 }
 
 
-def build_router(service: DeleterService) -> APIRouter:
+class DeletionControl(Protocol):
+    """What the routes need from the deleter (queries and commands, no internals).
+
+    The commands raise :class:`ServiceUnavailable` when Kafka or the service's clients are
+    not there (503)."""
+
+    def stats(self) -> DeletionStats: ...
+
+    async def list_dlq(self) -> list[DlqEntry]: ...
+
+    async def replay_dlq(self) -> ReplayResult: ...
+
+    async def reconcile(self, *, dry_run: bool = True) -> ReconcileResult: ...
+
+
+def build_router(service: DeletionControl) -> APIRouter:
     router = APIRouter(tags=["deleter"])
 
     @router.get("/deletions/stats", response_model=DeletionStats)

@@ -27,7 +27,6 @@ restarting pods neither postpones it forever nor runs it on every start.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import posixpath
 from collections.abc import Awaitable, Callable
@@ -36,12 +35,13 @@ from dataclasses import dataclass
 import orjson
 from aiokafka.errors import KafkaError
 
-from services.deleter.rest import ServiceUnavailable
+from services.deleter.context import DeleterContext
+from services.deleter.errors import ServiceUnavailable
 from shared.config import DeletionConfig
 from shared.errors import HudiSinkError
 from shared.fs import FileSystem
 from shared.hudi import layout
-from shared.metrics import Metrics
+from shared.lifecycle import periodically
 
 __all__ = ["Schedule", "ScheduledWork", "SCHEDULE_STATE"]
 
@@ -104,22 +104,19 @@ class ScheduledWork:
     def __init__(
         self,
         schedule: Schedule,
+        context: DeleterContext,
         *,
-        fs: FileSystem,
-        table_path: str,
         is_scheduler: Callable[[], bool],
         sweep: Callable[[], Awaitable[object]],
         reconcile: Callable[[], Awaitable[object]],
-        clock: Callable[[], float],
-        metrics: Metrics,
     ) -> None:
         self.schedule = schedule
         self._is_scheduler = is_scheduler
         self._sweep = sweep
         self._reconcile = reconcile
-        self._clock = clock
-        self._metrics = metrics
-        self._last = _LastReconcile(fs, table_path)
+        self._clock = context.clock
+        self._metrics = context.metrics
+        self._last = _LastReconcile(context.fs, context.table_path)
         self.active = False
         """Whether this pod held the role at the last tick."""
         self.sweeps = 0
@@ -129,19 +126,20 @@ class ScheduledWork:
     async def run(self, stop: asyncio.Event) -> None:
         """Tick until ``stop`` is set; a failing pass is logged and retried next tick."""
         try:
-            while not stop.is_set():
-                active = self._is_scheduler()
-                if active != self.active:
-                    self._set_active(active)
-                if active:
-                    await self.tick()
-                wait = self.schedule.sweep_interval_s if active else min(
-                    self.schedule.sweep_interval_s, ROLE_CHECK_S)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), wait)
+            await periodically(stop, self._pass)
         finally:
             if self.active:
                 self._set_active(False)
+
+    async def _pass(self) -> float:
+        """Check the role, work if it is ours; the seconds until the next look."""
+        active = self._is_scheduler()
+        if active != self.active:
+            self._set_active(active)
+        if active:
+            await self.tick()
+            return self.schedule.sweep_interval_s
+        return min(self.schedule.sweep_interval_s, ROLE_CHECK_S)
 
     def _set_active(self, active: bool) -> None:
         self.active = active

@@ -9,7 +9,7 @@ and the coordinator sends deletion intents for what stays behind. Two things esc
 - the directories themselves: the committer prunes a staging directory only when it is
   already empty, which it never is while the deleter still has to remove the files.
 
-So the deleter sweeps (``DeleterService``'s scheduled work): every staging directory whose
+So the deleter sweeps (its scheduled work, ``schedule``): every staging directory whose
 instant is *finished* — completed, or decided ABORT with its rollback done — is listed, each
 file old enough goes through the normal decision rules (``decision.decide``: a file listed by
 a completed commit is never deleted), and a tree left without files is removed. A pending or
@@ -30,9 +30,10 @@ from __future__ import annotations
 import asyncio
 import posixpath
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from services.deleter.table_state import TEMP_PREFIX, TableSnapshot, TableStateCache, relative_path
+from services.deleter.context import Counted, DeleterContext
+from services.deleter.table_state import TEMP_PREFIX, TableSnapshot, relative_path
 from shared.deletion import DeletionReason, PendingDelete, intent_for_staged_file
 from shared.fs import FileInfo, FileSystem
 from shared.hudi.naming import is_instant_time
@@ -139,8 +140,8 @@ def remove_if_empty(fs: FileSystem, directory: str, *, quiet_before: float | Non
 class SweepResult:
     """What one sweep pass found and did."""
 
-    instants: int = 0
-    """Finished instants with a staging directory."""
+    instants: list[str] = field(default_factory=list)
+    """Finished instants with a staging directory, as listed."""
     settled: int = 0
     """Files deleted (or found gone) through the decision rules."""
     kept: int = 0
@@ -167,44 +168,40 @@ class StagingSweeper:
 
     def __init__(
         self,
-        fs: FileSystem,
-        table_path: str,
-        cache: TableStateCache,
+        context: DeleterContext,
         settle: Callable[[PendingDelete], Awaitable[bool]],
         *,
         min_age_s: float,
-        clock: Callable[[], float],
     ) -> None:
-        self._fs = fs
-        self._table_path = table_path
-        self._cache = cache
+        self._context = context
         self._settle = settle
         self._min_age_s = min_age_s
-        self._clock = clock
         self._first_seen: dict[str, float] = {}
         """Path → when a pass first saw it in a finished instant's staging."""
 
     async def sweep(self) -> SweepResult:
+        ctx = self._context
         result = SweepResult()
-        snapshot = await self._cache.refresh(self._table_path)
-        trees = await asyncio.to_thread(finished_staging, self._fs, snapshot)
-        now = self._clock()
+        snapshot = await ctx.cache.refresh(ctx.table_path)
+        trees = await asyncio.to_thread(finished_staging, ctx.fs, snapshot)
+        now = ctx.clock()
         cutoff = now - self._min_age_s
         seen, self._first_seen = self._first_seen, {}
         for tree in trees:
-            result.instants += 1
+            result.instants.append(tree.instant)
             for info in tree.files:
                 first_seen = self._first_seen[info.path] = seen.get(info.path, now)
                 if info.mtime > cutoff or first_seen > cutoff:
                     result.young += 1
                     continue
                 intent = intent_for_staged_file(
-                    self._table_path, info.path, tree.instant, tree.reason, not_before=now
+                    ctx.table_path, info.path, tree.instant, tree.reason, not_before=now
                 )
                 if await self._settle(intent):
                     result.settled += 1
                 else:
                     result.kept += 1
-            if await asyncio.to_thread(remove_if_empty, self._fs, tree.path, quiet_before=cutoff):
+            if await asyncio.to_thread(remove_if_empty, ctx.fs, tree.path, quiet_before=cutoff):
                 result.dirs_removed += 1
+                ctx.tally.add(Counted.STAGING_DIR_REMOVED)
         return result

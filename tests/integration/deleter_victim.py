@@ -19,13 +19,16 @@ import json
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
-from aiokafka.structs import TopicPartition
+from aiokafka import AIOKafkaConsumer
 from deleter_harness import NO_SCHEDULED_WORK
 
 from services.deleter.service import DeleterService
+from shared.clients import KafkaClientFactory
 from shared.config import SinkConfig
 from shared.fs import LocalFileSystem
+from shared.kafka import consumer_options
 
 
 class Halt:
@@ -60,14 +63,28 @@ class GatedFileSystem(LocalFileSystem):
             return removed
 
 
-class HaltingDeleter(DeleterService):
+class HaltingConsumer(AIOKafkaConsumer):
     """Halts at its first offset commit."""
 
     halt: Halt
 
-    async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+    async def commit(self, offsets: Any = None) -> None:
         self.halt.reached("commit")
         await asyncio.Event().wait()  # until SIGKILL
+
+
+class HaltingClients(KafkaClientFactory):
+    """The deleter's clients, with a group consumer that halts at its first commit."""
+
+    def __init__(self, config: SinkConfig, halt: Halt) -> None:
+        super().__init__(config)
+        self.halt = halt
+
+    async def consumer(self, group: str | None, client_id: str | None = None) -> AIOKafkaConsumer:
+        consumer = HaltingConsumer(**consumer_options(self.config.kafka, group, client_id))
+        consumer.halt = self.halt
+        await consumer.start()
+        return consumer
 
 
 def main() -> None:
@@ -75,10 +92,8 @@ def main() -> None:
     mode, marker = sys.argv[2], Path(sys.argv[3])
     halt = Halt(marker)
     if mode == "after-delete":
-        service: DeleterService = HaltingDeleter(config, fs=GatedFileSystem(halt, None),
-                                                 schedule=NO_SCHEDULED_WORK)
-        assert isinstance(service, HaltingDeleter)
-        service.halt = halt
+        service = DeleterService(config, fs=GatedFileSystem(halt, None), schedule=NO_SCHEDULED_WORK,
+                                 clients=HaltingClients(config, halt))
     elif mode.startswith("mid-batch:"):
         allowed = int(mode.split(":", 1)[1])
         service = DeleterService(config, fs=GatedFileSystem(halt, allowed), schedule=NO_SCHEDULED_WORK)

@@ -116,7 +116,7 @@ async def test_only_the_member_holding_deletion_partition_0_does_scheduled_work(
             for task in tasks:
                 if task.done():
                     task.result()
-            assigned = [m._consumer is not None and bool(m._consumer.assignment()) for m in members]
+            assigned = [bool(m.assignment()) for m in members]
             return all(assigned) and sum(m.scheduled.active for m in members) == 1
 
         await eventually(one_scheduler, 60, "both members assigned, exactly one scheduler")
