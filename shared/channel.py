@@ -15,7 +15,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka import TopicPartition as KafkaTopicPartition
 
 from shared.config import SinkConfig
-from shared.errors import ProtocolDecodeError
+from shared.errors import HudiSinkBug, ProtocolDecodeError
 from shared.faults import Faults
 from shared.kafka import consumer_options
 from shared.protocol import (
@@ -130,6 +130,6 @@ class ControlChannel:
     async def receive(self, timeout_ms: int = 100) -> list[Envelope]:
         """Envelopes that arrived since the last call (empty after ``timeout_ms``)."""
         if self._consumer is None:
-            raise RuntimeError("control channel was not started for reading")
+            raise HudiSinkBug("control channel was not started for reading")
         batches = await self._consumer.getmany(self._tp, timeout_ms=timeout_ms, max_records=1000)
         return decode_control_records(batches.get(self._tp, []), self._config.name)

@@ -47,7 +47,7 @@ from shared.dlq_headers import (
     header_bytes,
     truncate_text,
 )
-from shared.errors import HudiSinkError
+from shared.errors import HudiSinkBug, HudiSinkError
 from shared.hudi.naming import is_instant_time, parse_base_file_name
 from shared.kafka import consumer_options
 from shared.metrics import Metrics
@@ -409,7 +409,7 @@ class KafkaDisposal:
         ]
         if _running_loop() is self._loop:
             # Waiting here would block the very loop that has to do the sending.
-            raise RuntimeError("KafkaDisposal.before_decision must run in a worker thread")
+            raise HudiSinkBug("KafkaDisposal.before_decision must run in a worker thread")
         future = asyncio.run_coroutine_threadsafe(self._sender.send_intents(intents), self._loop)
         try:
             future.result(self._timeout_s)

@@ -1,13 +1,21 @@
 """Error hierarchy shared by every service.
 
 Expected outcomes (a duplicate status, a stale epoch) are return values, not exceptions;
-exceptions here mean something a caller must react to.
+exceptions here mean something a caller must react to. Two kinds:
+
+- runtime failures (everything but :class:`HudiSinkBug`): the table, the config, a peer or
+  the network is not as expected; callers log, retry, carry or exit with a clear message;
+- :class:`HudiSinkBug`: our own code broke an invariant (an illegal state transition). It is
+  never retried or handled like a runtime failure: every ``except HudiSinkError`` that
+  handles failures lets it through (``except HudiSinkBug: raise`` first), so the process
+  stops and the supervisor restarts it from durable state.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "HudiSinkError",
+    "HudiSinkBug",
     "ConfigError",
     "ProtocolDecodeError",
     "TableFormatError",
@@ -45,7 +53,11 @@ class FencedError(HudiSinkError):
     """A newer coordinator epoch owns the table; this process must stop acting as leader."""
 
 
-class IllegalTransition(HudiSinkError):
+class HudiSinkBug(HudiSinkError):
+    """An invariant of our own code is broken: stop, never retry."""
+
+
+class IllegalTransition(HudiSinkBug):
     """A state machine was asked for a transition its table does not allow."""
 
 

@@ -23,7 +23,7 @@ from aiokafka.errors import KafkaError, for_code
 from aiokafka.helpers import create_ssl_context
 
 from shared.config import KafkaConfig, SinkConfig
-from shared.errors import ConfigError
+from shared.errors import ConfigError, HudiSinkBug
 
 __all__ = [
     "TopicAdmin",
@@ -228,7 +228,7 @@ class TopicAdmin:
     def admin(self) -> AIOKafkaAdminClient:
         """The underlying started admin client (for calls this class does not wrap)."""
         if self._admin is None:
-            raise RuntimeError("TopicAdmin used outside 'async with'")
+            raise HudiSinkBug("TopicAdmin used outside 'async with'")
         return self._admin
 
     async def partition_counts(self, topics: list[str]) -> dict[str, int]:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from shared.config import SparkConfig
+from shared.errors import HudiSinkError
 from shared.fs import FileSystem
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ _CLASSIC_ONLY_CONF = {
 }
 
 
-class SparkWriteError(RuntimeError):
+class SparkWriteError(HudiSinkError):
     """A flush failed; the session is recreated before the next one."""
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from shared.errors import FencedError, HudiSinkError, TableFormatError
+from shared.errors import FencedError, HudiSinkBug, HudiSinkError, TableFormatError
 from shared.fs import FileSystem
 from shared.hudi import layout
 from shared.hudi.layout import InstantState
@@ -320,5 +320,7 @@ class TableCommitter:
                 self._log.remove_below_floor()  # finishing a trim that failed mid-way
             self._trim_unfinished = False
             self.refresh()  # forget what the checkpoint forgot
+        except HudiSinkBug:
+            raise
         except (HudiSinkError, OSError) as exc:
             log.warning("sink log trim failed (retried after the next decision): %s", exc)

@@ -34,7 +34,7 @@ from shared.channel import ControlEndpoint
 from shared.clients import KafkaClientFactory
 from shared.config import SinkConfig
 from shared.deletion import DeletionBacklog, IntentSender, KafkaDisposal
-from shared.errors import ConfigError, FencedError, HudiSinkError, IllegalTransition, TableFormatError
+from shared.errors import ConfigError, FencedError, HudiSinkBug, HudiSinkError, TableFormatError
 from shared.faults import Faults
 from shared.fs import filesystem_for
 from shared.hudi.offsets import offsets_from_metadata
@@ -98,7 +98,7 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
     @property
     def clients(self) -> CoordinatorClients:
         if self._running is None:
-            raise RuntimeError("coordinator clients used before start-up finished")
+            raise HudiSinkBug("coordinator clients used before start-up finished")
         return self._running
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -173,6 +173,8 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         try:
             await asyncio.wait_for(self.driver.abort(AbortReason.SHUTDOWN), timeout=15)
             log.info("rolled back open instant %s on shutdown", state.instant)
+        except HudiSinkBug:
+            raise
         except (HudiSinkError, OSError, TimeoutError) as exc:
             log.warning("left open instant %s to the next leader: %s", state.instant, exc)
 
@@ -236,7 +238,7 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
                 self._step_down("fenced by a newer epoch")
                 await asyncio.sleep(RETRY_AFTER_FAILURE_S)
                 continue
-            except (ConfigError, IllegalTransition):
+            except (ConfigError, HudiSinkBug):
                 # A config no leader can work with (exit 2 naming the key), or a bug (an
                 # illegal state transition): neither is an ordinary runtime failure to retry.
                 raise
