@@ -16,12 +16,12 @@ from recording_fs import Op, RecordingFileSystem
 
 from shared.errors import FencedError, TableFormatError
 from shared.fs import LocalFileSystem
-from shared.sink_log import (
+from shared.sink_log import SinkLog
+from shared.sink_log_state import (
     MAX_REASON_CHARS,
     DecisionRecord,
     EntryKind,
     LogEntry,
-    SinkLog,
     SinkLogState,
     plan_trim,
 )
