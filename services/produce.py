@@ -61,7 +61,7 @@ async def produce_records(
 ) -> int:
     """Produce to the first configured topic; returns the number of records acked."""
     topic = config.kafka.topics[0]
-    schema = TableSchema.from_config(config.table)
+    schema = config.table.table_schema()
     async with TopicAdmin(config.kafka) as admin:
         count = await admin.ensure_topic(topic, partitions or DEFAULT_PARTITIONS,
                                          config_key="kafka.topics")

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from shared.errors import ConfigError
+from shared.schema import TableSchema
 
 __all__ = [
     "SinkConfig",
@@ -93,6 +94,16 @@ class TableConfig(_Section):
     hive_style_partitioning: bool = False
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    def table_schema(self) -> TableSchema:
+        """``schema`` parsed and checked against the key fields (SchemaError names the key)."""
+        return TableSchema.parse(
+            self.schema_ddl,
+            table_name=self.name,
+            record_key_field=self.record_key_field,
+            partition_field=self.partition_field,
+            precombine_field=self.precombine_field,
+        )
 
 
 class TransactionConfig(_Section):
@@ -292,9 +303,7 @@ def config_from_mapping(
             update={"table": config.table.model_copy(update={"base_path": str(base_path)})}
         )
     # The schema must parse and hold the key fields; checked here so it fails at start.
-    from shared.schema import TableSchema
-
-    TableSchema.from_config(config.table)
+    config.table.table_schema()
     return config
 
 

@@ -10,15 +10,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 import pyarrow as pa
 
 from shared.errors import SchemaError
-
-if TYPE_CHECKING:
-    from shared.config import TableConfig
 
 __all__ = ["ColumnKind", "Column", "TableSchema", "META_COLUMNS", "parse_ddl"]
 
@@ -135,25 +132,27 @@ class TableSchema:
     table_name: str
 
     @classmethod
-    def from_config(cls, table: TableConfig) -> TableSchema:
-        columns = tuple(parse_ddl(table.schema_ddl))
+    def parse(
+        cls,
+        ddl: str,
+        *,
+        table_name: str,
+        record_key_field: str,
+        partition_field: str | None = None,
+        precombine_field: str | None = None,
+    ) -> TableSchema:
+        """Parse ``ddl`` and check that the key fields are columns of it. Plain arguments,
+        so the schema knows nothing of the config (``TableConfig.table_schema`` calls this);
+        errors name the ``table.*`` key at fault."""
+        columns = tuple(parse_ddl(ddl))
         names = {c.name for c in columns}
-        if table.record_key_field not in names:
-            raise SchemaError(
-                f"record key field {table.record_key_field!r} is not a column of table.schema",
-                "table.record_key_field",
-            )
-        if table.partition_field is not None and table.partition_field not in names:
-            raise SchemaError(
-                f"partition field {table.partition_field!r} is not a column of table.schema",
-                "table.partition_field",
-            )
-        if table.precombine_field is not None and table.precombine_field not in names:
-            raise SchemaError(
-                f"precombine field {table.precombine_field!r} is not a column of table.schema",
-                "table.precombine_field",
-            )
-        return cls(columns, table.record_key_field, table.partition_field, table.name)
+        for key, field in (("table.record_key_field", record_key_field),
+                           ("table.partition_field", partition_field),
+                           ("table.precombine_field", precombine_field)):
+            if field is not None and field not in names:
+                label = key.removeprefix("table.").removesuffix("_field").replace("_", " ")
+                raise SchemaError(f"{label} field {field!r} is not a column of table.schema", key)
+        return cls(columns, record_key_field, partition_field, table_name)
 
     def column(self, name: str) -> Column:
         for column in self.columns:

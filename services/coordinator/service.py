@@ -47,7 +47,6 @@ from shared.protocol import (
     Role,
     Sender,
 )
-from shared.schema import TableSchema
 from shared.sink_log import EntryKind
 from shared.states import CoordinatorPhase, StateMachine
 
@@ -77,7 +76,7 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
     def __init__(self, config: SinkConfig, *, admin_url: str = "", faults: Faults | None = None,
                  clients: KafkaClientFactory | None = None) -> None:
         super().__init__(config)
-        self.schema = TableSchema.from_config(config.table)
+        self.schema = config.table.table_schema()
         self._faults = faults if faults is not None else Faults()
         self._factory = clients if clients is not None else KafkaClientFactory(config)
         self.sender = Sender(role=Role.COORDINATOR, id=uuid.uuid4().hex, host=socket.gethostname())

@@ -33,7 +33,6 @@ from shared.hudi.naming import base_file_name
 from shared.hudi.table import HudiTable
 from shared.hudi.write_stats import WriteStat, build_commit_metadata
 from shared.kafka import TopicAdmin, consumer_options, producer_options
-from shared.schema import TableSchema
 from shared.sink_log import EntryKind, LogEntry, SinkLog
 
 DDL = "id STRING, ts TIMESTAMP, country STRING, amount DOUBLE"
@@ -67,7 +66,7 @@ class Table:
         self.fs = LocalFileSystem()
         self.base = config.table.base_path
         self.hudi = HudiTable(self.fs, self.base)
-        self.schema = TableSchema.from_config(config.table)
+        self.schema = config.table.table_schema()
         self.hudi.initialize(config.table, self.schema)
         self.log = SinkLog(self.fs, self.base)
 

@@ -143,7 +143,7 @@ class Env:
 def env(tmp_path: Path) -> Env:
     base = tmp_path / "warehouse" / "orders"
     config = TableConfig(base_path=str(base), name="orders", partition_field="country", schema=DDL)
-    schema = TableSchema.from_config(config)
+    schema = config.table_schema()
     HudiTable(FS, str(base)).initialize(config, schema)
     return Env(base, config, schema)
 

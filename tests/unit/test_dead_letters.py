@@ -16,16 +16,13 @@ from services.participant.dead_letters import (
 )
 from services.participant.decoder import RecordDecoder, Rejected
 from shared.config import TableConfig
-from shared.schema import TableSchema
 
-ORDERS = TableSchema.from_config(
-    TableConfig(
+ORDERS = TableConfig(
         schema="id STRING, ts TIMESTAMP, country STRING, amount DOUBLE, qty BIGINT, ok BOOLEAN, "
         "payload STRING",
         record_key_field="id",
         partition_field="country",
-    )
-)
+    ).table_schema()
 
 EXPECTED_NAMES = [
     "hudi.sink.source.topic",

@@ -17,20 +17,15 @@ from hypothesis import strategies as st
 from services.participant.decoded import ERROR_CLASSES, Rejected, Row, Skipped, rows_to_arrow
 from services.participant.decoder import RecordDecoder
 from shared.config import TableConfig
-from shared.schema import TableSchema
 
 ORDERS_DDL = "id STRING, ts TIMESTAMP, country STRING, amount DOUBLE, qty BIGINT, ok BOOLEAN, payload STRING"
-ORDERS = TableSchema.from_config(
-    TableConfig(schema=ORDERS_DDL, record_key_field="id", partition_field="country")
-)
+ORDERS = TableConfig(schema=ORDERS_DDL, record_key_field="id", partition_field="country").table_schema()
 # A second schema for the kinds and NOT NULL columns the orders schema lacks.
-OTHER = TableSchema.from_config(
-    TableConfig(
+OTHER = TableConfig(
         schema="k BIGINT NOT NULL, n INT, f FLOAT, d DATE, t TIMESTAMP NOT NULL, flag BOOLEAN",
         record_key_field="k",
         partition_field="d",
-    )
-)
+    ).table_schema()
 
 MAX_BYTES = 1 << 20
 decoder = RecordDecoder(ORDERS, MAX_BYTES)
@@ -204,7 +199,7 @@ def test_unknown_fields_are_ignored_and_counted() -> None:
 
 
 def test_unpartitioned_schema_has_no_partition_value() -> None:
-    schema = TableSchema.from_config(TableConfig(schema="id STRING, c STRING"))
+    schema = TableConfig(schema="id STRING, c STRING").table_schema()
     result = row(RecordDecoder(schema, 100).decode(b'{"id":"a","c":"x"}'))
     assert result.partition_value is None
 
@@ -580,7 +575,7 @@ def test_rows_to_arrow_other_kinds() -> None:
 def test_rows_to_arrow_empty_and_single_column() -> None:
     assert rows_to_arrow([], ORDERS).schema == ORDERS.data_arrow_schema
     assert rows_to_arrow([], ORDERS).num_rows == 0
-    single = TableSchema.from_config(TableConfig(schema="id STRING"))
+    single = TableConfig(schema="id STRING").table_schema()
     rows = [row(RecordDecoder(single, 100).decode(enc({"id": k}))) for k in "xyz"]
     assert rows_to_arrow(rows, single).column("id").to_pylist() == ["x", "y", "z"]
 
@@ -784,10 +779,9 @@ def test_valid_records_round_trip_other_kinds(
 def test_partition_value_too_long_for_a_directory_is_a_bad_record() -> None:
     from services.participant.decoded import PARTITION_VALUE_TOO_LONG
     from shared.config import TableConfig
-    from shared.schema import TableSchema
 
-    schema = TableSchema.from_config(TableConfig(schema="id STRING, country STRING",
-                                                 record_key_field="id", partition_field="country"))
+    schema = TableConfig(schema="id STRING, country STRING", record_key_field="id",
+                         partition_field="country").table_schema()
     decoder = RecordDecoder(schema, 1 << 20)
     ok = decoder.decode(orjson.dumps({"id": "a", "country": "ü" * 60}))
     assert not isinstance(ok, Rejected)

@@ -10,12 +10,10 @@ from services.participant.decoder import Row
 from services.participant.flush_plan import FlushInput, plan_flush
 from shared.config import TableConfig
 from shared.hudi.naming import parse_base_file_name
-from shared.schema import TableSchema
 from shared.spark_writer import PART_COLUMN
 
-SCHEMA = TableSchema.from_config(
-    TableConfig(schema="id STRING, city STRING", record_key_field="id", partition_field="city")
-)
+SCHEMA = TableConfig(schema="id STRING, city STRING", record_key_field="id",
+                     partition_field="city").table_schema()
 STAGING = "/t/.hoodie/.temp/20250101000000001"
 
 

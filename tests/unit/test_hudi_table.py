@@ -51,7 +51,7 @@ def _config(base: Path, **overrides: Any) -> TableConfig:
 
 def _new_table(base: Path, **overrides: Any) -> tuple[HudiTable, TableConfig, TableSchema]:
     config = _config(base, **overrides)
-    schema = TableSchema.from_config(config)
+    schema = config.table_schema()
     table = HudiTable(LocalFileSystem(), str(base))
     table.initialize(config, schema)
     return table, config, schema
@@ -259,7 +259,7 @@ def test_initialize_rejects_a_different_table(
     config = _config(tmp_path, **override)
     with pytest.raises(ConfigError) as info:
         HudiTable(LocalFileSystem(), str(tmp_path)).initialize(
-            config, TableSchema.from_config(config)
+            config, config.table_schema()
         )
     assert info.value.key == key
 
@@ -413,7 +413,7 @@ def test_every_metadata_file_is_written_through_a_durable_primitive(tmp_path: Pa
     fs = RecordingFileSystem()
     base = tmp_path / "orders"
     config = _config(base)
-    schema = TableSchema.from_config(config)
+    schema = config.table_schema()
     table = HudiTable(fs, str(base))
     table.initialize(config, schema)
     _commit(table, config, schema, T1, [("a", "de"), ("b", "fr")])

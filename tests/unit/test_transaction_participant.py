@@ -14,13 +14,10 @@ from services.participant.transaction import TransactionParticipant
 from shared.config import TableConfig
 from shared.errors import IllegalTransition
 from shared.protocol import StagedFile
-from shared.schema import TableSchema
 from shared.states import PartitionPhase
 
-SCHEMA = TableSchema.from_config(
-    TableConfig(schema="id STRING, country STRING, amount DOUBLE", record_key_field="id",
-                partition_field="country")
-)
+SCHEMA = TableConfig(schema="id STRING, country STRING, amount DOUBLE", record_key_field="id",
+                partition_field="country").table_schema()
 T1, T2, T3 = "20250101000000001", "20250101000000002", "20250101000000003"
 
 
