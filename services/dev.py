@@ -26,7 +26,7 @@ from shared.config import SinkConfig, load_config
 from shared.errors import ConfigError
 from shared.hudi import layout
 
-__all__ = ["run_dev", "DEFAULT_DEV_CONFIG"]
+__all__ = ["run_dev", "dev_admin", "DEFAULT_DEV_CONFIG"]
 
 DEV_DIR = Path(".hudi-sink-dev")
 
@@ -91,6 +91,14 @@ def _committed(config: SinkConfig) -> tuple[int, int, str]:
             commits[0]["offsets"] if commits else "")
 
 
+def dev_admin(admin: Any) -> dict[str, Any]:
+    """The admin section dev runs with. dev runs on one trusted machine, so its admin
+    endpoints (POST /transactions/commit …) take requests without a token unless the given
+    config says otherwise; a token, when set, is still required. A deployment sets
+    admin.token instead (shared/admin.py refuses unauthenticated POSTs by default)."""
+    return {"allow_unauthenticated": True, **dict(admin or {})}
+
+
 def run_dev(config_path: str | None, records: int, until_done: bool = False) -> int:
     DEV_DIR.mkdir(exist_ok=True)
     if config_path is not None:
@@ -103,10 +111,7 @@ def run_dev(config_path: str | None, records: int, until_done: bool = False) -> 
     if "base_path" in table and not Path(table["base_path"]).is_absolute():
         table["base_path"] = str((base_dir / table["base_path"]).resolve())
     raw["table"] = table
-    # dev runs on one trusted machine: its admin endpoints (POST /transactions/commit …) take
-    # requests without a token unless the given config says otherwise; a token, when set, is
-    # still required. A deployment sets admin.token instead (see shared/admin.py).
-    raw["admin"] = {"allow_unauthenticated": True, **dict(raw.get("admin") or {})}
+    raw["admin"] = dev_admin(raw.get("admin"))
     probe = load_config(None, overrides=raw)  # validates early, names the bad key
     broker: EmbeddedBroker | None = None
     children: list[tuple[str, subprocess.Popen[bytes]]] = []

@@ -184,3 +184,14 @@ def test_config_defaults_are_secure_and_an_empty_token_is_refused() -> None:
     with pytest.raises(ConfigError) as info:
         config_from_mapping({}, environ={"HUDI_SINK__ADMIN__TOKEN": ""})
     assert info.value.key == "admin.token"
+
+
+def test_dev_allows_unauthenticated_unless_its_config_says_otherwise() -> None:
+    from services.dev import DEFAULT_DEV_CONFIG, dev_admin
+
+    built_in = config_from_mapping({**DEFAULT_DEV_CONFIG,
+                                    "admin": dev_admin(DEFAULT_DEV_CONFIG["admin"])}, environ={})
+    assert built_in.admin.allow_unauthenticated is True and built_in.admin.host == "127.0.0.1"
+    assert dev_admin(None) == {"allow_unauthenticated": True}
+    assert dev_admin({"allow_unauthenticated": False})["allow_unauthenticated"] is False
+    assert dev_admin({"token": TOKEN}) == {"allow_unauthenticated": True, "token": TOKEN}
