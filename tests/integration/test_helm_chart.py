@@ -228,6 +228,14 @@ def test_every_document_is_schema_valid(scenario: str, kube: str) -> None:
                         f"{exc.message} at {list(exc.path)}")
 
 
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_rendered_yaml_is_clean(scenario: str) -> None:
+    """No trailing whitespace or tabs (template whitespace control slips show up here)."""
+    out = helm_template(*_values_args(scenario), kube=KUBE_VERSIONS[-1]).stdout
+    bad = [line for line in out.splitlines() if line != line.rstrip() or "\t" in line]
+    assert bad == [], bad[:5]
+
+
 def test_default_render_holds_the_three_services_and_an_hpa() -> None:
     """The issue's acceptance: coordinator, participant and deleter workloads, each container
     with liveness and readiness probes and resource requests, and an HPA on the participants."""

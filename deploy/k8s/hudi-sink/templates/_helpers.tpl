@@ -231,11 +231,11 @@ value can never silently lose to the chart.
 
 {{/* preStop: the sleep action from Kubernetes 1.30 on, an exec'd sleep before. */}}
 {{- define "hudi-sink.preStop" -}}
-{{- if semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version }}
+{{- if semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version -}}
 sleep:
   seconds: {{ .Values.preStopSleepSeconds }}
-{{- else }}
+{{- else -}}
 exec:
   command: ["sleep", "{{ .Values.preStopSleepSeconds }}"]
-{{- end }}
+{{- end -}}
 {{- end -}}
