@@ -34,7 +34,7 @@ __all__ = ["check_config", "render_yaml", "render_json", "REDACTED", "secret_pat
 REDACTED = "<redacted>"
 
 _SECRET_KEY = re.compile(
-    r"pass(word|wd)?|secret|token|credential|private[._-]?key|access[._-]?key|session|sasl[._-]?jaas",
+    r"pass(word|wd)?|secret|token|credential|private[._-]?key|access[._-]?key|sasl[._-]?jaas",
     re.IGNORECASE,
 )
 """Keys inside free-form maps (``spark.conf``, storage options) whose values are credentials."""

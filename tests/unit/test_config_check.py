@@ -29,8 +29,9 @@ def _sasl_config(tmp_path: Path) -> Path:
                   "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
                   "sasl_plain_username": "sink"},
         "table": {"base_path": "warehouse/orders"},
-        "spark": {"conf": {"spark.driver.memory": "2g",
-                           "spark.hadoop.fs.s3a.secret.key": "s3-secret-value"}},
+        "spark": {"conf": {"spark.driver.memory": "2g", "spark.sql.session.timeZone": "UTC",
+                           "spark.hadoop.fs.s3a.secret.key": "s3-secret-value",
+                           "spark.hadoop.fs.s3a.session.token": "s3-session-value"}},
     })
 
 
@@ -45,7 +46,7 @@ def test_valid_config_prints_resolved_values_sources_and_no_secret(
         monkeypatch.setenv(key, value)
     assert main(["config", "check", "--config", str(path)]) == 0
     out = capsys.readouterr().out
-    for secret in (*SECRETS.values(), "s3-secret-value"):
+    for secret in (*SECRETS.values(), "s3-secret-value", "s3-session-value"):
         assert secret not in out
     assert f'token: "{REDACTED}"  # env' in out
     assert f'sasl_plain_password: "{REDACTED}"  # env' in out
@@ -72,7 +73,9 @@ def test_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str],
     assert report["valid"] is True
     assert report["config"]["admin"]["token"] == REDACTED
     assert report["config"]["kafka"]["sasl_plain_password"] is None  # unset stays visible as unset
-    assert report["config"]["spark"]["conf"]["spark.hadoop.fs.s3a.secret.key"] == REDACTED
+    conf = report["config"]["spark"]["conf"]
+    assert conf["spark.hadoop.fs.s3a.secret.key"] == conf["spark.hadoop.fs.s3a.session.token"] == REDACTED
+    assert conf["spark.sql.session.timeZone"] == "UTC" and conf["spark.driver.memory"] == "2g"
     assert report["config"]["transaction"]["interval_ms"] == 5000
     assert report["sources"]["transaction.interval_ms"] == "env"
     assert report["sources"]["kafka.topics"] == "file"
