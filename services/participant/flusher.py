@@ -13,6 +13,7 @@ import asyncio
 import logging
 import posixpath
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.participant.flush_plan import FlushInput, plan_flush
@@ -46,7 +47,8 @@ class FlushResult:
 
 class Flusher:
     def __init__(self, config: SinkConfig, schema: TableSchema, table: HudiTable,
-                 writer: SparkWriter, metrics: Metrics, faults: Faults, writer_nonce: int) -> None:
+                 writer: SparkWriter, metrics: Metrics, faults: Faults, writer_nonce: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._config = config
         self._schema = schema
         self._table = table
@@ -54,6 +56,7 @@ class Flusher:
         self._metrics = metrics
         self._faults = faults
         self._writer_nonce = writer_nonce
+        self._clock = clock
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_FLUSHES)
         self._flush_seq = 0
         """Flushes started by this process (fault injection counts them from 1)."""
@@ -114,7 +117,7 @@ class Flusher:
                 log.info("%s-%d: flush for finished instant %s refused", state.topic,
                          state.partition, buffer.instant)
                 return None
-            started = time.monotonic()
+            started = self._clock()
             try:
                 # Planned anew on every attempt: fresh file ids, so a file an earlier
                 # attempt left behind can never collide with this one.
@@ -127,7 +130,7 @@ class Flusher:
                     if self.refuses(state, buffer.instant):  # finished while we waited
                         return None
                     written = await asyncio.to_thread(self._writer.write, table, plans, staging)
-                return written, time.monotonic() - started
+                return written, self._clock() - started
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -1,4 +1,8 @@
-"""Participant admin routes: what each assigned partition is doing."""
+"""Participant admin routes: what each assigned partition is doing.
+
+The view models and the router; the service only supplies its partitions' states through
+:class:`PartitionSource` (this module never imports the service).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,8 @@ from typing import Protocol
 
 from fastapi import APIRouter
 from pydantic import BaseModel
+
+from services.participant.transaction import TransactionParticipant
 
 __all__ = ["PartitionView", "PartitionSource", "build_router"]
 
@@ -28,6 +34,26 @@ class PartitionView(BaseModel):
     fetched_offset: int | None
     lag: int | None
     failed: str | None
+
+    @classmethod
+    def of(cls, state: TransactionParticipant) -> PartitionView:
+        return cls(
+            topic=state.topic,
+            partition=state.partition,
+            state=state.phase.value,
+            commit_time=state.instant,
+            coordinator_epoch=state.epoch,
+            start_offset=state.start_offset,
+            buffered_records=len(state.rows),
+            staged_files=len(state.staged),
+            records_written=state.counters.written,
+            records_dlq=state.counters.dlq,
+            last_written_offset=state.next_offset - 1 if state.instant else None,
+            committed_offset=state.committed_offset,
+            fetched_offset=state.fetched_offset,
+            lag=state.lag(),
+            failed=state.failure,
+        )
 
 
 class PartitionSource(Protocol):

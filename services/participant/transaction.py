@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from services.participant.dead_letters import DeadLetter
-from services.participant.decoder import RecordDecoder, Rejected, Row, Skipped
+from services.participant.decoded import Rejected, Row, Skipped
+from services.participant.decoder import RecordDecoder
 from shared.protocol import StagedFile, WriteStatus
 from shared.states import PARTITION_TRANSITIONS, PartitionPhase, StateMachine
 
@@ -57,6 +58,8 @@ class TransactionParticipant:
     decoder: RecordDecoder
     flush_records: int
     fail_on_error: bool
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
+    """Monotonic seconds for ``last_signal_at`` (the service's clock, injectable in tests)."""
     phase_machine: StateMachine[PartitionPhase] = field(init=False)
     instant: str | None = None
     epoch: int = 0
@@ -83,7 +86,7 @@ class TransactionParticipant:
     """The partition moved to another member: nothing more is written for this state."""
     gave_up: str | None = None
     """Why this instant's rows cannot all be written (a failed flush): report nothing."""
-    last_signal_at: float = field(default_factory=time.monotonic)
+    last_signal_at: float = field(init=False)
     """When we last heard from / spoke to the coordinator about this partition."""
     last_announced_at: float = 0.0
     """When a status re-send last announced the partition (rate limit)."""
@@ -92,6 +95,7 @@ class TransactionParticipant:
         self.phase_machine = StateMachine(
             f"{self.topic}-{self.partition}", PartitionPhase.WAITING, PARTITION_TRANSITIONS
         )
+        self.last_signal_at = self.clock()
 
     @property
     def phase(self) -> PartitionPhase:
@@ -141,7 +145,7 @@ class TransactionParticipant:
         self.drain_started = None
         self.flushes = set()
         self.last_status = None
-        self.last_signal_at = time.monotonic()
+        self.last_signal_at = self.clock()
 
     def accept(self, records: Iterable[Any]) -> None:
         """Decode fetched records (``offset``, ``value``, ``key``, ``timestamp``) in order."""
@@ -254,12 +258,12 @@ class TransactionParticipant:
         self.phase_machine.transition_to(PartitionPhase.REPORTED, f"status {self.instant}")
         self.last_status = status
         self.dead_letters = []
-        self.last_signal_at = time.monotonic()
+        self.last_signal_at = self.clock()
 
     def acked(self, offset: int) -> None:
         self.phase_machine.transition_to(PartitionPhase.WAITING, f"ack {self.instant}")
         self.committed_offset = offset
-        self.last_signal_at = time.monotonic()
+        self.last_signal_at = self.clock()
 
     def lag(self) -> int | None:
         """Records in Kafka not yet in the table: high watermark minus the table's offset

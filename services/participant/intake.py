@@ -1,0 +1,209 @@
+"""Records in, staged files out: the participant's data routine and its flushes, up to the
+moment a partition's instant is ready to report.
+
+One loop (:meth:`Intake.run`): apply a pending rebalance → fetch → hand records to their
+partition's :class:`TransactionParticipant` → register its dead letters → start the flushes
+that are due → report the partitions END has drained. Flushes run as background tasks (at
+most ``MAX_CONCURRENT_FLUSHES`` per partition; intake of a partition pauses while it has
+that many), and a report first pauses its partition and flushes what is left, so the report
+tasks live here too; sending the status is the reporter's (:mod:`.reports`).
+
+Every state change is a synchronous block between awaits, so the control handling (which
+runs on the same event loop) never sees a partition half-way through one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+from aiokafka import TopicPartition as KafkaTopicPartition
+
+from services.participant.assignment import PartitionRegistry
+from services.participant.flusher import MAX_CONCURRENT_FLUSHES, Flusher
+from services.participant.reports import Reporter
+from services.participant.runtime import Runtime
+from services.participant.transaction import PendingBuffer, TransactionParticipant
+from shared.protocol import TopicPartition
+from shared.states import PartitionPhase
+
+__all__ = ["Intake", "RebalanceSignal"]
+
+log = logging.getLogger("hudi_sink.participant")
+
+
+class RebalanceSignal(ConsumerRebalanceListener):
+    """Records what the group did; the data routine acts on it at the top of its loop.
+    Newly assigned partitions stay paused until their START (or their kept state) says
+    where to read from."""
+
+    def __init__(self, registry: PartitionRegistry, consumer: AIOKafkaConsumer) -> None:
+        self._registry = registry
+        self._consumer = consumer
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        self._registry.revoked(list(revoked))
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        assigned = list(assigned)
+        if assigned:
+            self._consumer.pause(*assigned)
+        self._registry.assigned(assigned)
+
+
+class Intake:
+    def __init__(self, runtime: Runtime, flusher: Flusher, reporter: Reporter) -> None:
+        self._rt = runtime
+        self._consumer = runtime.clients.consumer
+        self._flusher = flusher
+        self._reporter = reporter
+        self._reports: dict[tuple[str, int], asyncio.Task[Any]] = {}
+        """The running END report of each partition (at most one)."""
+
+    # --- the data routine ------------------------------------------------------------------
+    async def run(self) -> None:
+        consumer, registry, metrics = self._consumer, self._rt.registry, self._rt.metrics
+        dlq = self._rt.clients.dlq
+        while True:
+            if registry.has_pending:
+                self._apply_assignment()
+            batches = await consumer.getmany(timeout_ms=100, max_records=20000)
+            fetched = {(ktp.topic, ktp.partition) for ktp in batches}
+            for ktp, records in batches.items():
+                state = registry.active.get((ktp.topic, ktp.partition))
+                if state is None:
+                    continue
+                metrics.records_consumed(ktp.topic, len(records))
+                state.accept(records)
+                state.highwater = consumer.highwater(ktp)
+                letters = state.take_dead_letters()
+                if letters:  # registered now, before any await: a report cannot miss them
+                    sent = dlq.enqueue(state.key, letters)
+                    metrics.records_dead_lettered(state.topic, sent)
+                if state.phase is PartitionPhase.FAILED and state.gave_up is None:
+                    consumer.pause(ktp)
+                    metrics.partition_failed(ktp.topic, ktp.partition, True)
+                    log.error("partition failed (errors.tolerance=fail): %s", state.failure)
+                    if state.drain_started is not None:  # END already asked: report now
+                        self.begin_report(state)
+                if state.should_flush():
+                    self._start_flush(state)
+                    if len(state.flushes) >= MAX_CONCURRENT_FLUSHES:
+                        consumer.pause(ktp)  # back-pressure until a flush finishes
+                lag = state.lag()
+                if lag is not None:
+                    metrics.partition_lag(ktp.topic, ktp.partition, lag)
+            now = self._rt.clock()
+            for state in list(registry.active.values()):
+                if state.is_drained(now, state.key in fetched):
+                    self.begin_report(state)
+            # Back-pressure only here, after every fetched record was taken in: an await
+            # inside the loop would let a START move a partition back while records fetched
+            # before it were still to be accepted into the new instant.
+            await dlq.wait_for_space()
+
+    def _apply_assignment(self) -> None:
+        applied = self._rt.registry.apply()
+        if applied is None:
+            return
+        for ktp, state in applied.owned:
+            if state.phase is PartitionPhase.WRITING:
+                self._consumer.seek(ktp, state.next_offset)
+                self._consumer.resume(ktp)
+        for state in applied.abandoned:
+            self._rt.metrics.partition_failed(state.topic, state.partition, False)
+            log.info("partition %s-%d moved away (instant %s abandoned here)", state.topic,
+                     state.partition, state.instant)
+        fresh = [TopicPartition(topic=k.topic, partition=k.partition) for k, _ in applied.owned]
+        log.info("assigned %s", sorted(f"{t.topic}-{t.partition}" for t in fresh))
+        if fresh:
+            self._reporter.announce_soon(fresh)
+
+    def pause(self, state: TransactionParticipant) -> None:
+        ktp = KafkaTopicPartition(state.topic, state.partition)
+        if ktp in self._consumer.assignment():
+            self._consumer.pause(ktp)
+
+    # --- flushes ---------------------------------------------------------------------------
+    def _start_flush(self, state: TransactionParticipant) -> asyncio.Task[Any] | None:
+        buffer = state.take_buffer()
+        if buffer is None:
+            return None
+        task = self._rt.tasks.spawn(self._flush(state, buffer),
+                                    f"flush-{state.topic}-{state.partition}")
+        state.flushes.add(task)
+        task.add_done_callback(lambda t: self._flush_done(state, t))
+        return task
+
+    def _flush_done(self, state: TransactionParticipant, task: asyncio.Task[Any]) -> None:
+        state.flushes.discard(task)
+        if (
+            state.phase is PartitionPhase.FAILED
+            and state.gave_up is not None
+            and state.drain_started is not None
+            and not self.reporting(state)
+        ):
+            self.begin_report(state)  # END already asked and is waiting on us
+        if (
+            state.accepting
+            and len(state.flushes) < MAX_CONCURRENT_FLUSHES
+            and self._rt.registry.active.get(state.key) is state
+        ):
+            with contextlib.suppress(Exception):
+                self._consumer.resume(KafkaTopicPartition(state.topic, state.partition))
+
+    async def _flush(self, state: TransactionParticipant, buffer: PendingBuffer) -> None:
+        """Write one buffer (``Flusher``) and record the outcome on the partition. A flush
+        that failed for good makes the partition give the instant up: reporting its offsets
+        anyway would commit offsets no file holds; the next instant re-reads the records."""
+        result = await self._flusher.flush(state, buffer)
+        if result.failure is not None:
+            log.error("%s; the partition reports nothing of this instant and writes it again "
+                      "in the next one", result.failure)
+            if state.give_up(buffer.instant, result.failure):
+                self.pause(state)
+            return
+        if result.files is None:
+            # Refused: the rows were not written. If this state still holds the instant (it
+            # was abandoned to another member), it must not report their offsets either.
+            state.give_up(buffer.instant, "partition moved to another member before a flush")
+            return
+        if state.add_staged(buffer.instant, result.files):
+            self._rt.metrics.records_written(state.topic,
+                                             sum(f.num_records for f in result.files))
+        else:
+            log.info("%s-%d: flush for %s finished after the partition left that instant; "
+                     "its files stay unlisted (deleted by the deleter's staging sweep)",
+                     state.topic, state.partition, buffer.instant)
+
+    # --- reports ---------------------------------------------------------------------------
+    def reporting(self, state: TransactionParticipant) -> bool:
+        """Whether a report of this partition is running."""
+        task = self._reports.get(state.key)
+        return task is not None and not task.done()
+
+    def begin_report(self, state: TransactionParticipant) -> None:
+        """The partition is drained (or failed): end its instant and report it."""
+        assert state.instant is not None
+        state.end()
+        self.report(state, state.instant)
+
+    def report(self, state: TransactionParticipant, instant: str) -> None:
+        """Start the report of ``instant`` (again, when an earlier one failed)."""
+        self._reports[state.key] = self._rt.tasks.spawn(
+            self._report(state, instant), f"end-{state.topic}-{state.partition}"
+        )
+
+    async def _report(self, state: TransactionParticipant, instant: str) -> None:
+        """END_COMMIT: pause, flush the rest, then let the reporter wait for the dead
+        letters' acks and send WRITE_STATUS."""
+        if state.abandoned:
+            return  # the partition moved away: its new owner reports it
+        self.pause(state)
+        self._start_flush(state)
+        if state.flushes:
+            await asyncio.gather(*list(state.flushes), return_exceptions=True)
+        await self._reporter.send_status(state, instant)
