@@ -91,9 +91,8 @@ def _config_check(args: argparse.Namespace) -> int:
     resolved settings with secrets redacted, so a deployment can be checked before it runs."""
     from services.config_check import check_config, render_json, render_yaml
 
-    config, data, sources = check_config(args.config)
-    shown = (render_json(config, data, sources) if args.json
-             else render_yaml(config, data, sources, args.config))
+    checked = check_config(args.config)
+    shown = render_json(checked) if args.json else render_yaml(checked, args.config)
     print(shown.rstrip("\n"))
     return 0
 
@@ -131,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     config_sub = config.add_subparsers(dest="action", required=True, parser_class=_Parser)
     check = config_sub.add_parser(
         "check", help="validate a config as the services would; print it resolved, secrets redacted")
-    check.add_argument("--config", required=True, help="YAML config file")
+    check.add_argument("--config", required=True, help="YAML or .properties config file")
     check.add_argument("--json", action="store_true", help="machine-readable output")
     check.set_defaults(func=_config_check)
     table = sub.add_parser("table", help="inspect a Hudi table (read with hudi-rs)")

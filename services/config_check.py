@@ -6,6 +6,10 @@ here starts a service and one that fails here fails there with the same message 
 naming the key). Deployments run it on the rendered ConfigMap (the Helm chart's tests do) and
 operators run it in a pod to see the effective settings.
 
+A ``.properties`` file (the Hudi Kafka Connect sink's key names, ``shared.seed_config``) is
+read by the same reader; each value it set names the properties key too (``# file
+(target.base.path)``), and the keys it ignores are listed with the reason.
+
 The output is the resolved configuration as YAML, each value followed by where it came from
 (``file``, ``env`` or ``default``), with secrets redacted: fields declared ``repr=False`` in
 ``shared.config`` (``admin.token``, ``kafka.sasl_plain_password``) and, inside free-form maps
@@ -20,16 +24,18 @@ import json
 import os
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel
 
 # The loader's own environment parsing, so "env" is attributed exactly as the loader applied it.
 from shared.config import SinkConfig, _env_overrides, load_config
+from shared.config_file import read_config_file
 
-__all__ = ["check_config", "render_yaml", "render_json", "REDACTED", "secret_paths"]
+__all__ = ["Checked", "check_config", "render_yaml", "render_json", "REDACTED", "secret_paths"]
 
 REDACTED = "<redacted>"
 
@@ -108,13 +114,28 @@ def _is_section(path: KeyPath) -> bool:
     return True
 
 
-def check_config(path: str | Path, environ: Mapping[str, str] | None = None
-                 ) -> tuple[SinkConfig, dict[str, Any], dict[KeyPath, str]]:
+@dataclass(frozen=True)
+class Checked:
+    """A config as a service would run with it, and where each value came from."""
+
+    config: SinkConfig
+    data: dict[str, Any]
+    """The resolved config, secrets redacted."""
+    sources: dict[KeyPath, str]
+    """Each leaf: ``file``, ``env`` or ``default``."""
+    origins: dict[KeyPath, str] = dc_field(default_factory=dict)
+    """Leaves a properties file set: the properties key that set them."""
+    warnings: list[str] = dc_field(default_factory=list)
+    """Properties keys accepted but ignored, with the reason."""
+
+
+def check_config(path: str | Path, environ: Mapping[str, str] | None = None) -> Checked:
     """Load ``path`` as a service would; return the config, its redacted dump and each leaf's
     source. Raises ``ConfigError`` (exit 2 naming the key) exactly where a service would."""
     env = dict(os.environ if environ is None else environ)
     config = load_config(path, environ=env)
-    file_data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    file = read_config_file(path)
+    file_data = file.data
     env_data = _env_overrides(env)
     dumped = config.model_dump(mode="json", by_alias=True)
     sources: dict[KeyPath, str] = {}
@@ -125,19 +146,21 @@ def check_config(path: str | Path, environ: Mapping[str, str] | None = None
             sources[leaf] = "file"
         else:
             sources[leaf] = "default"
-    return config, _redact(dumped), sources
+    origins = {leaf: key for leaf, key in file.origins.items() if sources.get(leaf) == "file"}
+    return Checked(config, _redact(dumped), sources, origins, list(file.warnings))
 
 
 def _key(text: str) -> str:
     return text if _PLAIN_KEY.match(text) else json.dumps(text)
 
 
-def render_yaml(config: SinkConfig, data: Mapping[str, Any], sources: Mapping[KeyPath, str],
-                origin: str) -> str:
+def render_yaml(checked: Checked, origin: str) -> str:
     """YAML a service would accept again (values are JSON scalars, a subset of YAML), each
     value annotated with its source."""
+    config, data, sources = checked.config, checked.data, checked.sources
     lines = [f"# hudi-sink config check: {origin} is valid. Secrets are redacted; after each",
              "# value: where it came from (file, env, default)."]
+    lines += [f"# ignored: {warning}" for warning in checked.warnings]
 
     def walk(node: Mapping[str, Any], path: KeyPath, depth: int) -> None:
         for key, value in node.items():
@@ -148,7 +171,10 @@ def render_yaml(config: SinkConfig, data: Mapping[str, Any], sources: Mapping[Ke
                 walk(value, here, depth + 1)
             else:
                 rendered = json.dumps(value, ensure_ascii=False)
-                lines.append(f"{indent}{_key(key)}: {rendered}  # {sources.get(here, 'default')}")
+                source = sources.get(here, "default")
+                if here in checked.origins:
+                    source += f" ({checked.origins[here]})"
+                lines.append(f"{indent}{_key(key)}: {rendered}  # {source}")
 
     walk(data, (), 0)
     lines += [
@@ -159,12 +185,16 @@ def render_yaml(config: SinkConfig, data: Mapping[str, Any], sources: Mapping[Ke
     return "\n".join(lines) + "\n"
 
 
-def render_json(config: SinkConfig, data: Mapping[str, Any], sources: Mapping[KeyPath, str]) -> str:
-    """Machine-readable form: ``{"valid", "config", "sources"}`` (sources keyed by dotted path)."""
+def render_json(checked: Checked) -> str:
+    """Machine-readable form: ``{"valid", "config", "sources", "properties_keys", "ignored",
+    …}`` (sources and properties keys by dotted path)."""
+    config = checked.config
     return json.dumps({
         "valid": True,
-        "config": data,
-        "sources": {".".join(path): source for path, source in sources.items()},
+        "config": checked.data,
+        "sources": {".".join(path): source for path, source in checked.sources.items()},
+        "properties_keys": {".".join(path): key for path, key in checked.origins.items()},
+        "ignored": checked.warnings,
         "topics": [config.control_topic, config.dlq_topic, config.deletion_topic,
                    config.deletion_retry_topic, config.deletion_dlq_topic],
         "groups": [config.participants_group, config.coordinator_group, config.deleter_group],

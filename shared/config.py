@@ -8,14 +8,15 @@ instead of silently running with a default.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from shared.config_file import read_config_file
 from shared.errors import ConfigError
 from shared.schema import TableSchema
 
@@ -27,6 +28,7 @@ __all__ = [
     "ErrorsConfig",
     "DeletionConfig",
     "AdminConfig",
+    "ServiceConfig",
     "SparkConfig",
     "load_config",
     "config_from_mapping",
@@ -34,6 +36,8 @@ __all__ = [
 ]
 
 ENV_PREFIX = "HUDI_SINK__"
+
+log = logging.getLogger("hudi_sink.config")
 
 
 class _Section(BaseModel):
@@ -55,6 +59,8 @@ class KafkaConfig(_Section):
     ssl_cafile: str | None = None
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
+    control_topic: str | None = Field(None, min_length=1)
+    """The control topic's name (seed ``control.topic.name``); default ``<name>-control``."""
 
     @field_validator("topics")
     @classmethod
@@ -92,6 +98,10 @@ class TableConfig(_Section):
         min_length=1,
     )
     hive_style_partitioning: bool = False
+    parquet_codec: Literal["snappy", "zstd", "gzip", "lz4", "none"] = "snappy"
+    """Compression of the Parquet base files (seed ``parquet.codec``)."""
+    kafka_metadata: bool = False
+    """Add the record's Kafka coordinates as columns (seed ``connect.meta.data``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -114,6 +124,9 @@ class TransactionConfig(_Section):
     flush_records: int = Field(100000, ge=1)
     resend_interval_ms: int = Field(2000, ge=100)
     """How often lost control messages are healed (re-announce / re-send)."""
+    allow_empty_commit: bool = True
+    """False: an instant in which nothing arrived is rolled back instead of committed (seed
+    ``hoodie.allow.empty.commit``); offsets only move when records arrived, so none is lost."""
 
 
 class ErrorsConfig(_Section):
@@ -137,6 +150,41 @@ class DeletionConfig(_Section):
     ``POST /deletions/reconcile`` still works)."""
 
 
+class ClusteringConfig(_Section):
+    """Small-file clustering (a ``replacecommit`` rewriting small file groups)."""
+
+    enabled: bool = True
+    min_files: int = Field(10, ge=2)
+    """A table partition is clustered once it holds more small files than this."""
+    small_file_bytes: int = Field(104857600, ge=1)
+    target_file_bytes: int = Field(134217728, ge=1)
+    interval_s: float = Field(30, ge=0.1)
+    """How often the leader looks for work (and runs cleaning and archival)."""
+
+
+class CleanerConfig(_Section):
+    """Cleaning of replaced file groups (Hudi's KEEP_LATEST_COMMITS retention)."""
+
+    enabled: bool = True
+    commits_retained: int = Field(10, ge=1)
+
+
+class ArchivalConfig(_Section):
+    """Timeline archival (Hudi's defaults: archive down to 20 once over 30 instants)."""
+
+    enabled: bool = True
+    max_instants: int = Field(30, ge=2)
+    min_instants: int = Field(20, ge=1)
+
+
+class MaintenanceConfig(_Section):
+    """Table services the leading coordinator runs beside ingestion (never blocking it)."""
+
+    clustering: ClusteringConfig = Field(default_factory=ClusteringConfig)
+    cleaner: CleanerConfig = Field(default_factory=CleanerConfig)
+    archival: ArchivalConfig = Field(default_factory=ArchivalConfig)
+
+
 class AdminConfig(_Section):
     """The FastAPI admin surface of each service."""
 
@@ -148,6 +196,19 @@ class AdminConfig(_Section):
     allow_unauthenticated: bool = False
     """Without a token, requests that change the sink (POST …) are refused unless this is true
     (``hudi-sink dev``, tests on a trusted machine). Ignored when ``token`` is set."""
+
+
+class ServiceConfig(_Section):
+    """How every service process retries and stops."""
+
+    retry_backoff_ms: int = Field(1000, ge=1)
+    """First wait between retries of a storage or Kafka operation (seed ``retry.backoff.ms``);
+    doubles per attempt up to 10 x."""
+    retry_timeout_ms: int = Field(60000, ge=0)
+    """Give up retrying an operation after this long (seed ``write.retry.timeout``)."""
+    shutdown_timeout_ms: int = Field(30000, ge=100)
+    """Graceful shutdown (finish work in hand, close clients) is bounded by this (seed
+    ``shutdown.timeout.ms``); what is left is cancelled."""
 
 
 class SparkConfig(_Section):
@@ -183,12 +244,14 @@ class SinkConfig(_Section):
     errors: ErrorsConfig = Field(default_factory=ErrorsConfig)
     deletion: DeletionConfig = Field(default_factory=DeletionConfig)
     admin: AdminConfig = Field(default_factory=AdminConfig)
+    service: ServiceConfig = Field(default_factory=ServiceConfig)
     spark: SparkConfig = Field(default_factory=SparkConfig)
+    maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
 
     # Derived names (DESIGN §5). Properties, so they can never disagree with ``name``.
     @property
     def control_topic(self) -> str:
-        return f"{self.name}-control"
+        return self.kafka.control_topic or f"{self.name}-control"
 
     @property
     def dlq_topic(self) -> str:
@@ -313,18 +376,17 @@ def load_config(
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> SinkConfig:
-    """Load a YAML config file (or only env/defaults when ``path`` is None)."""
-    data: Any = {}
-    base_dir = Path.cwd()
-    if path is not None:
-        file = Path(path)
-        if not file.is_file():
-            raise ConfigError(f"config file not found: {file}")
-        try:
-            data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {file} is not valid YAML: {exc}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"config file {file} must hold a mapping at the top level")
-        base_dir = file.resolve().parent
-    return config_from_mapping(data, base_dir=base_dir, environ=environ, overrides=overrides)
+    """Load a YAML or ``.properties`` config file (or only env/defaults when ``path`` is None)."""
+    if path is None:
+        return config_from_mapping({}, base_dir=Path.cwd(), environ=environ, overrides=overrides)
+    file = read_config_file(path)
+    for warning in file.warnings:
+        log.warning("%s: %s", path, warning)
+    try:
+        return config_from_mapping(file.data, base_dir=file.base_dir, environ=environ,
+                                   overrides=overrides)
+    except ConfigError as exc:
+        origin = file.origins.get(tuple(exc.key.split("."))) if exc.key else None
+        if origin is None or origin == exc.key:
+            raise
+        raise ConfigError(str(exc).removeprefix(f"{exc.key}: "), f"{origin} (→ {exc.key})") from None

@@ -1,0 +1,190 @@
+"""``--config sink.properties``: the Hudi Kafka Connect sink's keys (RFC-32) mapped onto the
+config, Java properties syntax, ignored keys with reasons, unknown keys named (exit 2), env on
+top, and ``config check`` naming each value's source and properties key."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from services.cli import main
+from shared.config import load_config
+from shared.errors import ConfigError
+from shared.seed_config import IGNORED_KEYS, SEED_KEYS
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED = Path("/work/shared/seeds/hudi-rfc32-kafka-connect-sink.txt")
+
+SCHEMA_ENV = {"HUDI_SINK__TABLE__SCHEMA": "id STRING, country STRING, amount DOUBLE"}
+
+
+def _write(tmp_path: Path, text: str, name: str = "sink.properties") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+FULL = r"""
+# The Hudi Kafka Connect sink's own file, as a Connect deployment has it.
+connector.class=org.apache.hudi.connect.HudiSinkConnector
+tasks.max=4
+target.base.path=warehouse/orders
+target.table.name=orders_hudi
+target.database.name=sales
+partition.field.name=country
+write.ignore.failed=false
+hoodie.table.base.file.format=PARQUET
+hoodie.allow.empty.commit=false
+hoodie.writestatus.class=org.apache.hudi.client.WriteStatus
+kafka.topic.names=orders, returns
+kafka.bootstrap.servers=kafka-1:9092,\
+                        kafka-2:9092
+key.converter=org.apache.kafka.connect.storage.StringConverter
+value.converter=org.apache.kafka.connect.json.JsonConverter
+value.converter.schemas.enable=false
+format.class=org.apache.hudi.connect.writers.ParquetWriter
+flush.size=5000
+transaction.interval.ms=30000
+enhanced.avro.schema.support=true
+connect.meta.data=true
+retry.backoff.ms=250
+shutdown.timeout.ms=15000
+avro.codec=deflate
+parquet.codec=zstd
+control.topic.name: hudi-control-topic
+coordinator.writestatus.timeout 120
+write.retry.timeout=90s
+"""
+
+
+def test_every_seed_key_is_mapped_or_ignored_and_the_table_covers_the_seed() -> None:
+    """The mapping holds every key the RFC's "Configurations" section lists, and nothing else."""
+    if not SEED.exists():
+        pytest.skip("seed not available")
+    text = SEED.read_text().split("Configurations", 1)[1].split("Rollout/Adoption Plan", 1)[0]
+    listed = {word for word in re.findall(r"[a-z]+(?:\.[a-z]+)+", text)
+              if not word.startswith("org.")}
+    assert listed == set(SEED_KEYS) | set(IGNORED_KEYS)
+    assert not set(SEED_KEYS) & set(IGNORED_KEYS)
+
+
+def test_full_seed_file_maps_onto_the_config(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = _write(tmp_path, FULL)
+    with caplog.at_level(logging.WARNING, "hudi_sink.config"):
+        config = load_config(path, environ=SCHEMA_ENV)
+    assert config.table.base_path == str(tmp_path / "warehouse" / "orders")
+    assert (config.table.name, config.table.database) == ("orders_hudi", "sales")
+    assert config.table.partition_field == "country"
+    assert config.errors.tolerance == "fail"
+    assert config.transaction.allow_empty_commit is False
+    assert config.kafka.topics == ["orders", "returns"]
+    assert config.kafka.bootstrap_servers == "kafka-1:9092,kafka-2:9092"  # continuation line
+    assert config.transaction.flush_records == 5000
+    assert config.transaction.interval_ms == 30000
+    assert config.table.kafka_metadata is True
+    assert config.service.retry_backoff_ms == 250
+    assert config.service.shutdown_timeout_ms == 15000
+    assert config.table.parquet_codec == "zstd"
+    assert config.control_topic == "hudi-control-topic"
+    assert config.transaction.write_status_timeout_ms == 120_000  # seconds, as Hudi's own key
+    assert config.service.retry_timeout_ms == 90_000
+    warned = caplog.text
+    for key in IGNORED_KEYS:
+        assert f"{key} is ignored" in warned
+    assert "tasks.max is ignored: parallelism is the number of participant processes" in warned
+
+
+def test_properties_escapes_unicode_and_comments(tmp_path: Path) -> None:
+    path = _write(tmp_path, "! a comment\n"
+                            "target.table.name = caf\\u00e9_orders\n"
+                            "target.base.path=/data/with\\ space\\:colon\n"
+                            "table.record_key_field=id\n"
+                            "name=caf\\\n    e\n")
+    config = load_config(path, environ={"HUDI_SINK__TABLE__SCHEMA": "id STRING"})
+    assert config.table.name == "café_orders"
+    assert config.table.base_path == "/data/with space:colon"
+    assert config.name == "cafe"
+
+
+def test_own_dotted_keys_and_json_values(tmp_path: Path) -> None:
+    path = _write(tmp_path, 'kafka.topics=["a","b"]\n'
+                            "table.schema=id STRING, n INT\n"
+                            'spark.conf={"spark.driver.memory": "2g"}\n')
+    config = load_config(path, environ={})
+    assert config.kafka.topics == ["a", "b"]
+    assert config.table.schema_ddl == "id STRING, n INT"
+    assert config.spark.conf == {"spark.driver.memory": "2g"}
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("target.base.pth=/x\n", "target.base.pth"),
+    ("hoodie.datasource.write.operation=upsert\n", "hoodie.datasource.write.operation"),
+    ("table.no_such_key=1\n", "table.no_such_key"),
+    ("parquet.codec=brotli\n", "parquet.codec"),
+    ("hoodie.table.base.file.format=ORC\n", "hoodie.table.base.file.format"),
+    ("flush.size=many\n", "flush.size"),
+    ("connect.meta.data=yes\n", "connect.meta.data"),
+    ("value.converter=io.confluent.connect.avro.AvroConverter\n", "value.converter"),
+    ("value.converter.schemas.enable=true\n", "value.converter.schemas.enable"),
+    ("schemaprovider.class=org.apache.hudi.schema.FilebasedSchemaProvider\n", "schemaprovider.class"),
+    ("coordinator.writestatus.timeout=soon\n", "coordinator.writestatus.timeout"),
+])
+def test_refused_keys_are_named(tmp_path: Path, text: str, key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, text), environ={})
+    assert caught.value.key is not None and caught.value.key.startswith(key)
+
+
+def test_a_value_the_config_refuses_names_the_properties_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, "transaction.interval.ms=5\n"), environ={})
+    assert caught.value.key == "transaction.interval.ms (→ transaction.interval_ms)"
+
+
+def test_unknown_key_exits_2_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path, "target.base.path=/x\nhoodie.bogus.key=1\n")
+    assert main(["config", "check", "--config", str(path)]) == 2
+    assert "hoodie.bogus.key: unknown key" in capsys.readouterr().err
+
+
+def test_env_overrides_apply_on_top_of_a_properties_file(tmp_path: Path) -> None:
+    path = _write(tmp_path, "target.table.name=from_file\nparquet.codec=gzip\n")
+    config = load_config(path, environ={**SCHEMA_ENV, "HUDI_SINK__TABLE__NAME": "from_env",
+                                        "HUDI_SINK__NAME": "sink1"})
+    assert config.table.name == "from_env"
+    assert config.table.parquet_codec == "gzip"
+    assert config.name == "sink1"
+
+
+def test_tls_certificate_turns_on_ssl(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    config = load_config(_write(tmp_path, f"kafka.tls.certificate={ca}\n"), environ={})
+    assert (config.kafka.ssl_cafile, config.kafka.security_protocol) == (str(ca), "SSL")
+
+
+def test_config_check_shows_source_and_properties_key(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _write(tmp_path, FULL)
+    monkeypatch.setenv("HUDI_SINK__TABLE__SCHEMA", "id STRING, country STRING")
+    monkeypatch.setenv("HUDI_SINK__TABLE__NAME", "env_name")
+    assert main(["config", "check", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert 'parquet_codec: "zstd"  # file (parquet.codec)' in out
+    assert 'control_topic: "hudi-control-topic"  # file (control.topic.name)' in out
+    assert 'name: "env_name"  # env' in out  # the env override wins over target.table.name
+    assert "session_timeout_ms: 10000  # default" in out
+    assert "# ignored: tasks.max is ignored: parallelism" in out
+    assert "# topics: hudi-control-topic," in out
+
+    assert main(["config", "check", "--config", str(path), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["sources"]["table.parquet_codec"] == "file"
+    assert shown["properties_keys"]["table.parquet_codec"] == "parquet.codec"
+    assert "table.name" not in shown["properties_keys"]
+    assert shown["sources"]["table.name"] == "env"
+    assert any(w.startswith("avro.codec is ignored") for w in shown["ignored"])
