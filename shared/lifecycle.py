@@ -133,6 +133,7 @@ class ServiceShell(abc.ABC, Generic[R]):
             self.name, ServicePhase.CREATED, SERVICE_TRANSITIONS)
         self._stop = asyncio.Event()
         self._not_ready: list[str] = ["starting"]
+        self._shutdown_deadline: float | None = None
 
     # --- what each service supplies ---------------------------------------------------------
     @abc.abstractmethod
@@ -185,12 +186,28 @@ class ServiceShell(abc.ABC, Generic[R]):
                 return
             self._not_ready = []
             self.lifecycle.transition_to(ServicePhase.RUNNING, "started")
-            await supervise(self._stop, self.routines(running), on_stop=self.on_stop)
+            await supervise(self._stop, self.routines(running), on_stop=self._bounded_on_stop)
         finally:
             self.lifecycle.transition_to(ServicePhase.STOPPING, "stop")
             self._not_ready = ["stopping"]
-            await self.close(running)
+            await self._within_shutdown_timeout("closing clients", self.close(running))
             self.lifecycle.transition_to(ServicePhase.STOPPED, "closed")
+
+    async def _bounded_on_stop(self, routines: list[asyncio.Task[Any]]) -> None:
+        await self._within_shutdown_timeout("finishing work in hand", self.on_stop(routines))
+
+    async def _within_shutdown_timeout(self, step: str, work: Awaitable[None]) -> None:
+        """Graceful shutdown, all steps together, takes at most ``service.shutdown_timeout_ms``
+        from the first step on; a step still running then is cancelled (logged), so the process
+        exits inside its grace period instead of being killed mid-way."""
+        loop = asyncio.get_running_loop()
+        if self._shutdown_deadline is None:
+            self._shutdown_deadline = loop.time() + self.config.service.shutdown_timeout_ms / 1000
+        try:
+            await asyncio.wait_for(work, max(0.0, self._shutdown_deadline - loop.time()))
+        except TimeoutError:
+            log.warning("%s: %s did not finish within service.shutdown_timeout_ms (%d ms); "
+                        "cancelled", self.name, step, self.config.service.shutdown_timeout_ms)
 
     def admin_app(self) -> FastAPI:
         return create_admin_app(
