@@ -31,16 +31,20 @@ from shared.fs import FileSystem
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["PART_COLUMN", "PlannedFile", "WrittenFile", "SparkWriter", "SparkWriteError"]
+__all__ = ["PART_COLUMN", "SPARK_CODECS", "PlannedFile", "WrittenFile", "SparkWriter", "SparkWriteError"]
 
 log = logging.getLogger("hudi_sink.spark")
 
 PART_COLUMN = "__hs_part"
 
+SPARK_CODECS = {"snappy": "snappy", "zstd": "zstd", "gzip": "gzip", "lz4": "lz4_raw",
+                "none": "uncompressed"}
+"""``table.parquet_codec`` → Spark's name. ``lz4`` is Parquet's LZ4_RAW: the older LZ4 codec
+(Hadoop framing) is deprecated by the Parquet format and not read alike everywhere."""
+
 _BASE_CONF = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.session.timeZone": "UTC",
-    "spark.sql.parquet.compression.codec": "snappy",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.sources.partitionOverwriteMode": "static",
 }
@@ -81,9 +85,10 @@ class WrittenFile:
 class SparkWriter:
     """Owns the process's SparkSession (classic ``local[N]`` or Spark Connect ``sc://``)."""
 
-    def __init__(self, config: SparkConfig, fs: FileSystem) -> None:
+    def __init__(self, config: SparkConfig, fs: FileSystem, *, codec: str = "snappy") -> None:
         self._config = config
         self._fs = fs
+        self._codec = SPARK_CODECS[codec]
         self._session: SparkSession | None = None
         self._lock = threading.Lock()
         self.warmed = False
@@ -164,9 +169,8 @@ class SparkWriter:
         try:
             session = self._session_or_start()
             frame = session.createDataFrame(table)
-            frame.coalesce(1).write.partitionBy(PART_COLUMN).option("compression", "snappy").parquet(
-                scratch
-            )
+            frame.coalesce(1).write.partitionBy(PART_COLUMN).option(
+                "compression", self._codec).parquet(scratch)
         except Exception as exc:  # noqa: BLE001 - py4j/grpc raise many types; all mean "failed"
             self._fs.delete_tree(scratch)
             self._discard_session()
