@@ -35,6 +35,12 @@ class PlannedCommit:
     dlq: int
     carried: list[PartitionKey]
 
+    def is_empty(self, previous: Mapping[PartitionKey, int]) -> bool:
+        """Whether nothing arrived: no file and no offset moved since ``previous`` (a record
+        that went to the DLQ or a skipped tombstone moves its offset, so it is committed)."""
+        return not self.moves and all(previous.get(key, 0) == offset
+                                      for key, offset in self.offsets.items())
+
 
 def plan_commit(
     state: CommitState,

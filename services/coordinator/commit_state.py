@@ -25,6 +25,7 @@ class AbortReason(StrEnum):
     SHUTDOWN = "coordinator shut down"
     TAKEOVER = "rolled back on takeover"
     STAGED_FILES_UNUSABLE = "staged files unusable"
+    NOTHING_ARRIVED = "nothing arrived (transaction.allow_empty_commit is false)"
 
 
 class StatusOutcome(Enum):

@@ -307,6 +307,9 @@ class TransactionDriver:
             await self.abort(AbortReason.STAGED_FILES_UNUSABLE, "; ".join(problems.values()))
             return
         planned = self._plan_commit(state)
+        if not self._config.transaction.allow_empty_commit and planned.is_empty(self.committed_offsets):
+            await self.abort(AbortReason.NOTHING_ARRIVED)  # offsets unchanged: nothing to store
+            return
         await asyncio.to_thread(self._committer.commit, state.instant, planned.metadata, planned.moves)
         self.committed_offsets = planned.offsets
         duration = time.monotonic() - state.started_at

@@ -236,3 +236,54 @@ async def test_a_participant_still_preparing_its_report_is_waited_for_not_rolled
     ack = await participant.expect(MessageType.ACK_COMMIT)
     assert ack.commit_time == start.commit_time
     assert coordinator.history.get(start.commit_time or "").state == "committed"  # type: ignore[union-attr]
+
+
+async def test_without_empty_commits_an_instant_where_nothing_arrived_is_rolled_back(
+    tmp_path: Path,
+) -> None:
+    """``transaction.allow_empty_commit: false`` (seed ``hoodie.allow.empty.commit=false``): no
+    commit while nothing arrives; a dead-lettered record moves an offset, so it commits; the
+    offsets the next instant starts from are always the table's."""
+    config = config_from_mapping({
+        "name": "t", "kafka": {"topics": [TOPIC]},
+        "table": {"base_path": str(tmp_path / "table"), "schema": "id STRING"},
+        "transaction": {"interval_ms": 100, "write_status_timeout_ms": 5000,
+                        "resend_interval_ms": 200, "allow_empty_commit": False},
+    })
+    bus = MemoryControlBus(config.name)
+    coordinator = BusCoordinator(config, bus)
+    task = asyncio.create_task(coordinator.run())
+    timeline = tmp_path / "table" / ".hoodie"
+    try:
+        participant = Participant(bus)
+
+        async def one_instant(next_p0: int, **extra: Any) -> Envelope:
+            start = await participant.expect(MessageType.START_COMMIT,
+                                             where=lambda e: e.commit_time not in seen)
+            seen.add(start.commit_time)
+            await participant.announce(P0, P1)  # as a WAITING participant re-announces
+            offsets = {o.partition: o.offset for o in start.payload.offsets}  # type: ignore[union-attr]
+            await participant.expect(MessageType.END_COMMIT)
+            await participant.status(start, P0, offsets[0], next_p0, **extra)
+            await participant.status(start, P1, offsets[1], offsets[1])
+            return start
+
+        seen: set[str | None] = set()
+        empty = await one_instant(0)
+        dlq = await one_instant(3, records_dlq=3)
+        await participant.expect(MessageType.ACK_COMMIT, where=lambda e: e.commit_time == dlq.commit_time)
+        again_empty = await one_instant(3)
+        after = await participant.expect(MessageType.START_COMMIT,
+                                         where=lambda e: e.commit_time not in seen)
+    finally:
+        coordinator.shutdown()
+        await asyncio.wait_for(task, 30)
+    commits = sorted(p.name.removesuffix(".commit") for p in timeline.glob("*.commit"))
+    assert commits == [dlq.commit_time]
+    assert _commit_extra(coordinator, dlq.commit_time or "")["kafka.commit.offsets"] == "0=3,1=0"
+    for rolled_back in (empty, again_empty):
+        assert not list(timeline.glob(f"{rolled_back.commit_time}.*"))
+        view = coordinator.history.get(rolled_back.commit_time or "")
+        assert view is not None and view.state == "aborted"
+        assert view.reason == "nothing arrived (transaction.allow_empty_commit is false)"
+    assert {o.partition: o.offset for o in after.payload.offsets} == {0: 3, 1: 0}  # type: ignore[union-attr]
