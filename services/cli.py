@@ -79,11 +79,47 @@ def _produce(args: argparse.Namespace) -> int:
     return asyncio.run(run_produce(config, args.records, args.partitions, args.rate))
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    if args.stages:
+        from services.bench.stages import run_stages
+
+        return run_stages(args.records, args.record_bytes, Path(args.out) if args.out else None)
+    if args.out is None:
+        raise _usage("bench: --out FILE.json is required (or --stages)")
+    from services.bench.command import BenchOptions, run_bench
+
+    try:
+        participants = tuple(int(p) for p in args.participants.split(",") if p.strip())
+        conf = tuple(tuple(item.split("=", 1)) for item in args.spark_conf)
+    except ValueError:
+        raise _usage("bench: --participants takes counts like 1,2") from None
+    if not participants or min(participants) < 1 or any(len(c) != 2 for c in conf):
+        raise _usage("bench: --participants takes counts like 1,2; --spark-conf KEY=VALUE")
+    return run_bench(BenchOptions(
+        records=args.records, out=Path(args.out), record_bytes=args.record_bytes,
+        participants=participants, interval_ms=args.interval_ms,
+        flush_records=args.flush_records, spark_conf=conf,
+        work_dir=Path(args.work_dir) if args.work_dir else None, keep=args.keep))
+
+
+def _usage(message: str) -> SystemExit:
+    print(f"hudi-sink: error: {message}", file=sys.stderr)
+    return SystemExit(2)
+
+
 def _table(args: argparse.Namespace) -> int:
     from services.table_cmd import run_table
 
+    options: dict[str, str] = {}
+    for item in args.storage_option or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"wants KEY=VALUE, got {item!r}", "--storage-option")
+        options[key] = value
     return run_table(args.action, args.path, as_json=args.json, limit=args.limit,
-                     as_of=args.as_of)
+                     as_of=args.as_of, options=options or None)
 
 
 def _config_check(args: argparse.Namespace) -> int:
@@ -133,14 +169,35 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--config", required=True, help="YAML or .properties config file")
     check.add_argument("--json", action="store_true", help="machine-readable output")
     check.set_defaults(func=_config_check)
+    _add_bench(sub)
     table = sub.add_parser("table", help="inspect a Hudi table (read with hudi-rs)")
     table.add_argument("action", choices=["show", "history", "read"])
     table.add_argument("--path", required=True, help="table base path")
     table.add_argument("--json", action="store_true", help="machine-readable output")
     table.add_argument("--limit", type=int, default=20, help="rows (read) or instants (history)")
     table.add_argument("--as-of", default=None, help="read: time travel to this instant")
+    table.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
+                       help="object-store option for s3:// paths (as table.storage_options)")
     table.set_defaults(func=_table)
     return parser
+
+
+def _add_bench(sub: Any) -> None:
+    bench = sub.add_parser("bench", help="throughput, commit latency and memory (docs/performance.md)")
+    bench.add_argument("--records", type=int, default=1_000_000)
+    bench.add_argument("--out", default=None, help="results JSON file")
+    bench.add_argument("--record-bytes", type=int, default=1024, help="JSON value size")
+    bench.add_argument("--participants", default="1,2", help="participant counts to run")
+    bench.add_argument("--interval-ms", type=int, default=2000, help="transaction.interval_ms")
+    bench.add_argument("--flush-records", type=int, default=None,
+                       help="transaction.flush_records (default: the sink's default)")
+    bench.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                       help="extra spark.conf for the participants")
+    bench.add_argument("--work-dir", default=None, help="parent of the scratch directory")
+    bench.add_argument("--keep", action="store_true", help="keep tables and logs")
+    bench.add_argument("--stages", action="store_true",
+                       help="per-stage micro-benchmarks (decode, Arrow build, Spark flush, commit)")
+    bench.set_defaults(func=_bench)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

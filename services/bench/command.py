@@ -1,0 +1,142 @@
+"""``hudi-sink bench --records N --out FILE.json``: one run, every number from the same
+machine in the same conditions.
+
+1. An embedded broker; N records (~``record_bytes`` of JSON, demo schema) produced into 4
+   partitions before any timing starts.
+2. Consume only (aiokafka), then consume + decode + pyarrow Parquet (no Spark).
+3. The sink end to end for each participant count (fresh table, sink name and groups; the
+   same topic), see :mod:`.sink_run`.
+4. FILE.json (``consume_only_rps``, ``arrow_baseline_rps``, ``sink_rps_<P>``, commit latency
+   p50/p99, ``participant_peak_rss_mb``, machine facts, targets) and a markdown table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from services.bench.baselines import arrow_baseline, consume_only
+from services.bench.data import BENCH_SCHEMA, produce
+from services.bench.report import machine_facts, markdown_table, targets
+from services.bench.sink_run import SinkResult, SinkRun, percentile
+from shared.broker import EmbeddedBroker
+from shared.schema import TableSchema
+
+__all__ = ["BenchOptions", "run_bench"]
+
+log = logging.getLogger("hudi_sink.bench")
+
+DEFAULT_FLUSH_RECORDS = 100_000
+"""``transaction.flush_records``'s default, also the Arrow baseline's file size."""
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    records: int
+    out: Path
+    record_bytes: int = 1024
+    participants: tuple[int, ...] = (1, 2)
+    interval_ms: int = 2000
+    flush_records: int | None = None
+    """None: the sink's default."""
+    spark_conf: tuple[tuple[str, str], ...] = ()
+    work_dir: Path | None = None
+    keep: bool = False
+    timeout_s: float = 1200
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+async def _measure(opts: BenchOptions, work: Path) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "records": opts.records,
+        "settings": {"record_bytes": opts.record_bytes, "participants": list(opts.participants),
+                     "interval_ms": opts.interval_ms, "flush_records": opts.flush_records,
+                     "spark_conf": dict(opts.spark_conf), "partitions": 4},
+        "machine": machine_facts(),
+    }
+    with EmbeddedBroker(log_path=work / "broker.log") as broker:
+        topic = "bench-orders"
+        produced = await produce(broker.bootstrap, topic, opts.records, opts.record_bytes)
+        result["produced"] = {"seconds": round(produced.seconds, 2),
+                              "avg_record_bytes": round(produced.bytes / max(1, opts.records), 1),
+                              "end_offsets": {str(k): v for k, v in sorted(produced.end_offsets.items())}}
+        _say(f"produced {opts.records:,} records ({produced.bytes / 2**20:,.0f} MiB) "
+             f"in {produced.seconds:.1f} s")
+
+        rate = await consume_only(broker.bootstrap, topic, opts.records)
+        result["consume_only_rps"] = round(rate.rps)
+        _say(f"consume only: {rate.rps:,.0f} records/s")
+
+        schema = TableSchema.parse(BENCH_SCHEMA, table_name="bench", record_key_field="id",
+                                   partition_field="country", precombine_field="ts")
+        rate = await arrow_baseline(broker.bootstrap, topic, opts.records, schema,
+                                    opts.flush_records or DEFAULT_FLUSH_RECORDS, work)
+        result["arrow_baseline_rps"] = round(rate.rps)
+        _say(f"consume + decode + pyarrow Parquet: {rate.rps:,.0f} records/s")
+
+        runs: list[SinkResult] = []
+        for count in opts.participants:
+            run = SinkRun(work, broker.bootstrap, topic, produced, count,
+                          interval_ms=opts.interval_ms, flush_records=opts.flush_records,
+                          spark_conf=dict(opts.spark_conf), timeout_s=opts.timeout_s)
+            outcome = await run.run()
+            runs.append(outcome)
+            result[f"sink_rps_{count}"] = round(outcome.rps)
+            result[f"sink_{count}"] = {
+                "seconds": round(outcome.seconds, 2), "commits": outcome.commits,
+                "committed_records": outcome.committed_records,
+                "commit_latencies_s": outcome.commit_latencies_s,
+                "peak_rss_mb": outcome.peak_rss_mb, "hwm_rss_mb": outcome.hwm_rss_mb,
+            }
+            if outcome.committed_records != opts.records:
+                log.warning("%d participant(s): %d records committed, %d produced", count,
+                            outcome.committed_records, opts.records)
+            _say(f"sink, {count} participant(s): {outcome.rps:,.0f} records/s "
+                 f"({outcome.commits} commits, peak RSS {max(outcome.peak_rss_mb):,.0f} MB)")
+    for key in ("sink_rps_1", "sink_rps_2"):
+        result.setdefault(key, None)
+    latencies = [x for run in runs for x in run.commit_latencies_s]
+    result["commit_latency_p50_s"] = percentile(latencies, 50)
+    result["commit_latency_p99_s"] = percentile(latencies, 99)
+    peaks = [x for run in runs for x in run.peak_rss_mb]
+    result["participant_peak_rss_mb"] = max(peaks) if peaks else None
+    result["committed_records_ok"] = all(r.committed_records == opts.records for r in runs)
+    result["machine"]["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    result["targets"] = targets(result)
+    return result
+
+
+def run_bench(opts: BenchOptions) -> int:
+    if opts.records < len(opts.participants) or opts.records < 4:
+        raise ValueError("--records must be at least 4")
+    started = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix="hudi-sink-bench-", dir=opts.work_dir))
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per readiness poll
+    try:
+        result = asyncio.run(_measure(opts, work))
+        result["wall_seconds"] = round(time.monotonic() - started, 1)
+        opts.out.parent.mkdir(parents=True, exist_ok=True)
+        opts.out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+                             + b"\n")
+        _say("")
+        _say(markdown_table(result))
+        _say(f"\nwritten {opts.out} ({result['wall_seconds']} s)")
+    finally:
+        if opts.keep:
+            _say(f"work dir kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0

