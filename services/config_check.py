@@ -13,9 +13,10 @@ read by the same reader; each value it set names the properties key too (``# fil
 The output is the resolved configuration as YAML, each value followed by where it came from
 (``file``, ``env`` or ``default``), with secrets redacted: fields declared ``repr=False`` in
 ``shared.config`` (``admin.token``, ``kafka.sasl_plain_password``) and, inside free-form maps
-such as ``spark.conf``, entries whose key looks like a credential. A redacted value that is set
-shows as ``<redacted>``; an unset one stays ``null``, so an operator can still see whether the
-token reached the pod.
+such as ``spark.conf`` and ``table.storage_options``, entries whose key looks like a credential
+(``aws_secret_access_key``, ``aws_session_token``, ``azure_storage_account_key`` …). A
+redacted value that is set shows as ``<redacted>``; an unset one stays ``null``, so an operator
+can still see whether the token reached the pod.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ __all__ = ["Checked", "check_config", "render_yaml", "render_json", "REDACTED", 
 REDACTED = "<redacted>"
 
 _SECRET_KEY = re.compile(
-    r"pass(word|wd)?|secret|token|credential|private[._-]?key|access[._-]?key|sasl[._-]?jaas",
+    r"pass(word|wd)?|secret|token|credential|private[._-]?key|access[._-]?key|sasl[._-]?jaas"
+    r"|account[._-]?key|sas[._-]?key",
     re.IGNORECASE,
 )
 """Keys inside free-form maps (``spark.conf``, storage options) whose values are credentials."""
@@ -88,6 +90,8 @@ def _redact(data: dict[str, Any]) -> dict[str, Any]:
 
     def walk(node: Any, path: KeyPath, in_free_map: bool) -> Any:
         if path in secrets:
+            if isinstance(node, Mapping):  # a secret map (table.storage_options): judge each key
+                return {key: walk(value, (*path, key), True) for key, value in node.items()}
             return REDACTED if node is not None else None
         if isinstance(node, Mapping):
             # A dict that is not a config section (spark.conf …) is free-form: judge its keys.

@@ -10,20 +10,26 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from shared.errors import ConfigError
-from shared.fs import filesystem_for
 from shared.hudi.offsets import KAFKA_COMMIT_OFFSETS_KEY
 from shared.hudi.table import HudiTable
+from shared.object_store import is_object_store_uri, parse_store_uri, reader_storage_options
 from shared.sink_log import SinkLog
+from shared.storage import filesystem_for
 
 __all__ = ["run_table", "table_summary", "table_history", "read_rows"]
 
 
-def _open(path: str) -> HudiTable:
+Options = Mapping[str, str] | None
+"""``--storage-option KEY=VALUE`` for an object-store path (over the AWS_* environment)."""
+
+
+def _open(path: str, options: Options = None) -> HudiTable:
     path = _absolute(path)
-    table = HudiTable(filesystem_for(path), path)
+    table = HudiTable(filesystem_for(path, options), path)
     if not table.is_initialized():
         raise ConfigError(f"no Hudi table at {path} (.hoodie/hoodie.properties missing)", "--path")
     return table
@@ -47,8 +53,8 @@ def _commit_row(instant: str, metadata: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def table_history(path: str) -> list[dict[str, Any]]:
-    table = _open(path)
+def table_history(path: str, options: Options = None) -> list[dict[str, Any]]:
+    table = _open(path, options)
     log_state = SinkLog(table.fs, table.base_path).read_state()
     rows: dict[str, dict[str, Any]] = {}
     for instant in table.completed_commits():
@@ -61,10 +67,10 @@ def table_history(path: str) -> list[dict[str, Any]]:
     return [rows[k] for k in sorted(rows, reverse=True)]
 
 
-def table_summary(path: str, limit: int = 20) -> dict[str, Any]:
-    table = _open(path)
+def table_summary(path: str, limit: int = 20, options: Options = None) -> dict[str, Any]:
+    table = _open(path, options)
     props = table.read_properties()
-    history = table_history(table.base_path)
+    history = table_history(table.base_path, options)
     commits = [h for h in history if h["state"] == "committed"]
     return {
         "base_path": path,
@@ -81,17 +87,22 @@ def table_summary(path: str, limit: int = 20) -> dict[str, Any]:
     }
 
 
-def read_rows(path: str, as_of: str | None = None) -> Any:
-    """All rows visible to hudi-rs (a pyarrow Table), optionally as of an instant."""
+def read_rows(path: str, as_of: str | None = None, options: Options = None) -> Any:
+    """All rows visible to hudi-rs (a pyarrow Table), optionally as of an instant; on an
+    object store hudi-rs gets the sink's options (environment, then ``options``)."""
     import pyarrow as pa
     from hudi import HudiReadOptions, HudiTableBuilder
 
-    _open(path)
-    hudi_table = HudiTableBuilder.from_base_uri(_absolute(path)).build()
-    options = HudiReadOptions()
+    _open(path, options)
+    builder = HudiTableBuilder.from_base_uri(_absolute(path))
+    if is_object_store_uri(path):
+        scheme = parse_store_uri(path).scheme
+        builder = builder.with_storage_options(reader_storage_options(scheme, options or {}, os.environ))
+    hudi_table = builder.build()
+    read_options = HudiReadOptions()
     if as_of:
-        options = options.with_as_of_timestamp(as_of)
-    batches = hudi_table.read(options)
+        read_options = read_options.with_as_of_timestamp(as_of)
+    batches = hudi_table.read(read_options)
     if not batches:
         return pa.table({})
     return pa.Table.from_batches(batches)
@@ -101,9 +112,10 @@ def _print(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
 
 
-def run_table(action: str, path: str, *, as_json: bool, limit: int, as_of: str | None) -> int:
+def run_table(action: str, path: str, *, as_json: bool, limit: int, as_of: str | None,
+              options: Options = None) -> int:
     if action == "show":
-        summary = table_summary(path, limit)
+        summary = table_summary(path, limit, options)
         if as_json:
             _print(summary)
             return 0
@@ -116,13 +128,13 @@ def run_table(action: str, path: str, *, as_json: bool, limit: int, as_of: str |
         _print_history(summary["recent"])
         return 0
     if action == "history":
-        history = table_history(path)[:limit]
+        history = table_history(path, options)[:limit]
         if as_json:
             _print(history)
         else:
             _print_history(history)
         return 0
-    rows = read_rows(path, as_of)
+    rows = read_rows(path, as_of, options)
     key_col = "_hoodie_record_key"
     distinct = len(set(rows.column(key_col).to_pylist())) if rows.num_rows else 0
     sample = rows.slice(0, limit).to_pylist() if rows.num_rows else []

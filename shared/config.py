@@ -102,8 +102,16 @@ class TableConfig(_Section):
     """Compression of the Parquet base files (seed ``parquet.codec``)."""
     kafka_metadata: bool = False
     """Add the record's Kafka coordinates as columns (seed ``connect.meta.data``)."""
+    storage_options: dict[str, str] = Field(default_factory=dict, repr=False)
+    """object_store keys as hudi-rs takes them, over AWS_* env; may hold credentials."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("storage_options", mode="before")
+    @classmethod
+    def _stringify_options(cls, options: Any) -> Any:  # YAML true -> "true", 30 -> "30"
+        return {str(k): str(v).lower() if isinstance(v, bool) else str(v)
+                for k, v in options.items()} if isinstance(options, Mapping) else options
 
     def table_schema(self) -> TableSchema:
         """``schema`` parsed and checked against the key fields (SchemaError names the key)."""

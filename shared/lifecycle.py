@@ -29,6 +29,7 @@ from shared.config import SinkConfig
 from shared.kafka import TopicAdmin, ensure_sink_topics, wait_for_kafka
 from shared.metrics import Metrics
 from shared.states import SERVICE_TRANSITIONS, ServicePhase, StateMachine
+from shared.storage import check_exclusive_create, filesystem_for, is_object_store
 
 __all__ = [
     "ServiceShell", "supervise", "run_unless_stopped", "unless_stopped", "kafka_prelude", "periodically",
@@ -181,7 +182,7 @@ class ServiceShell(abc.ABC, Generic[R]):
         self.lifecycle.transition_to(ServicePhase.STARTING, "run")
         running: R | None = None
         try:
-            running = await run_unless_stopped(self._stop, self.start())
+            running = await run_unless_stopped(self._stop, self._checked_start())
             if running is None:
                 return
             self._not_ready = []
@@ -192,6 +193,16 @@ class ServiceShell(abc.ABC, Generic[R]):
             self._not_ready = ["stopping"]
             await self._within_shutdown_timeout("closing clients", self.close(running))
             self.lifecycle.transition_to(ServicePhase.STOPPED, "closed")
+
+    async def _checked_start(self) -> R:
+        """The table's store must fence (an object store's create-only PUT) before anything
+        else: a service on a store that ignores ``If-None-Match`` exits 2 at once."""
+        table = self.config.table
+        if is_object_store(table.base_path):
+            self.set_not_ready("probing the table's object store for conditional writes")
+            fs = filesystem_for(table.base_path, table.storage_options)
+            await asyncio.to_thread(check_exclusive_create, fs, table.base_path)
+        return await self.start()
 
     async def _bounded_on_stop(self, routines: list[asyncio.Task[Any]]) -> None:
         await self._within_shutdown_timeout("finishing work in hand", self.on_stop(routines))

@@ -36,7 +36,6 @@ from shared.config import SinkConfig
 from shared.deletion import DeletionBacklog, IntentSender, KafkaDisposal
 from shared.errors import ConfigError, FencedError, HudiSinkBug, HudiSinkError, TableFormatError
 from shared.faults import Faults
-from shared.fs import filesystem_for
 from shared.hudi.offsets import offsets_from_metadata
 from shared.hudi.table import HudiTable
 from shared.kafka import TopicAdmin
@@ -49,6 +48,7 @@ from shared.protocol import (
 )
 from shared.sink_log import EntryKind
 from shared.states import CoordinatorPhase, StateMachine
+from shared.storage import filesystem_for
 
 __all__ = ["CoordinatorService", "CoordinatorClients"]
 
@@ -81,7 +81,7 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         self._factory = clients if clients is not None else KafkaClientFactory(config)
         self.sender = Sender(role=Role.COORDINATOR, id=uuid.uuid4().hex, host=socket.gethostname())
         self.admin_url = admin_url
-        self._fs = filesystem_for(config.table.base_path)
+        self._fs = filesystem_for(config.table.base_path, config.table.storage_options)
         self._table = HudiTable(self._fs, config.table.base_path)
         self.committer = TableCommitter(self._fs, self._table, DirectDisposal(self._fs))
         self.driver = TransactionDriver(

@@ -37,9 +37,10 @@ from services.deleter.table_state import TableStateCache
 from shared.clients import KafkaClientFactory
 from shared.config import SinkConfig
 from shared.deletion import IntentSender
-from shared.fs import FileSystem, filesystem_for
+from shared.fs import FileSystem
 from shared.lifecycle import ServiceShell, kafka_prelude
 from shared.states import ServicePhase
+from shared.storage import filesystem_for
 
 __all__ = ["DeleterService", "DeleterClients"]
 
@@ -71,7 +72,8 @@ class DeleterService(ServiceShell[DeleterClients]):
     ) -> None:
         super().__init__(config)
         self._factory = clients if clients is not None else KafkaClientFactory(config)
-        storage = fs if fs is not None else filesystem_for(config.table.base_path)
+        table = config.table
+        storage = fs if fs is not None else filesystem_for(table.base_path, table.storage_options)
         self.tally = Tally(self.metrics)
         context = DeleterContext(
             fs=storage, table_path=config.table.base_path.rstrip("/") or "/",

@@ -36,7 +36,24 @@ def _sasl_config(tmp_path: Path) -> Path:
 
 
 def test_secret_fields_are_the_ones_declared_repr_false() -> None:
-    assert secret_paths() == {("admin", "token"), ("kafka", "sasl_plain_password")}
+    assert secret_paths() == {("admin", "token"), ("kafka", "sasl_plain_password"),
+                              ("table", "storage_options")}
+
+
+def test_storage_options_show_their_keys_and_hide_credentials(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A map declared secret is judged key by key: the endpoint shows, the keys do not."""
+    path = _write(tmp_path, {"table": {"base_path": "s3://warehouse/orders", "storage_options": {
+        "aws_access_key_id": "AKIAEXAMPLEKEYID", "aws_secret_access_key": "very-secret-key",
+        "aws_session_token": "session-token-value", "aws_endpoint_url": "http://minio:9000",
+        "aws_allow_http": True}}})
+    assert main(["config", "check", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    for secret in ("AKIAEXAMPLEKEYID", "very-secret-key", "session-token-value"):
+        assert secret not in out
+    assert 'aws_endpoint_url: "http://minio:9000"  # file' in out
+    assert 'aws_allow_http: "true"  # file' in out
+    assert f'aws_secret_access_key: "{REDACTED}"' in out
 
 
 def test_valid_config_prints_resolved_values_sources_and_no_secret(

@@ -1,0 +1,85 @@
+"""Which :class:`~shared.fs.FileSystem` serves a table, and the start-up check of its fence.
+
+``filesystem_for`` picks local files (a path or ``file://``) or an object store
+(``s3://``; ``gs://``, ``az://``, ``abfs://`` untested) from ``table.base_path``.
+
+``check_exclusive_create`` is the start-up probe every service runs on an object-store table:
+the sink log's fence is a create-only PUT (``If-None-Match: *``), and a store that accepts a
+second create of the same key (an old MinIO, a proxy that drops the header, an S3-compatible
+store without conditional writes) would let a zombie coordinator commit. Such a store is
+refused (``ConfigError``, exit 2) instead of running with a fence that does not fence.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import uuid
+from collections.abc import Mapping
+
+from shared.errors import ConfigError
+from shared.fs import FileSystem, LocalFileSystem
+from shared.fs import filesystem_for as local_filesystem_for
+from shared.hudi import layout
+from shared.object_store import ObjectStoreFileSystem, is_object_store_uri
+
+__all__ = ["filesystem_for", "is_object_store", "check_exclusive_create", "PROBE_DIR"]
+
+log = logging.getLogger("hudi_sink.storage")
+
+PROBE_DIR = f"{layout.SINK_DIR}/probe"
+"""Where the start-up probe creates (and removes) its keys, relative to the base path."""
+
+
+def is_object_store(base_path: str) -> bool:
+    """Whether ``base_path`` names an object store (``s3://`` …) rather than local files."""
+    return is_object_store_uri(base_path)
+
+
+def filesystem_for(base_path: str, storage_options: Mapping[str, str] | None = None) -> FileSystem:
+    """The FileSystem for a table location (ConfigError naming the key when it cannot be)."""
+    if not is_object_store_uri(base_path):
+        if storage_options:
+            raise ConfigError("only applies to object-store base paths (s3://, gs://, az://)",
+                              "table.storage_options")
+        return local_filesystem_for(base_path)
+    try:
+        return ObjectStoreFileSystem(base_path, storage_options)
+    except ValueError as exc:
+        raise ConfigError(str(exc), "table.base_path") from None
+    except Exception as exc:  # noqa: BLE001 - obstore raises its own types for bad options
+        # The message names the key object_store refused, never a value.
+        raise ConfigError(f"{type(exc).__name__}: {exc}", "table.storage_options") from None
+
+
+def check_exclusive_create(fs: FileSystem, base_path: str) -> None:
+    """Create a fresh probe key twice: the second create must be refused.
+
+    ConfigError (exit 2) when the store accepts both or cannot be written at all; the probe
+    key is removed either way.
+    """
+    if isinstance(fs, LocalFileSystem):
+        return  # link(2) is the fence; nothing a local filesystem could get wrong silently
+    probe = posixpath.join(base_path.rstrip("/"), PROBE_DIR, f"{uuid.uuid4().hex}.json")
+    try:
+        if not fs.create_exclusive(probe, b'{"probe": 1}'):
+            raise ConfigError(f"the store refused to create a fresh key {probe}",
+                              "table.base_path")
+        second = fs.create_exclusive(probe, b'{"probe": 2}')
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - unreachable store, bad credentials, no bucket
+        raise ConfigError(f"cannot write the table's store ({type(exc).__name__}: {exc})",
+                          "table.base_path") from None
+    finally:
+        try:
+            fs.delete(probe)
+        except Exception as exc:  # noqa: BLE001 - a leftover probe key is harmless
+            log.warning("could not remove the start-up probe key %s: %s", probe, exc)
+    if second:
+        raise ConfigError(
+            "the object store accepted a second create of the same key: it ignores "
+            "'If-None-Match: *' (conditional PUT), so the sink log cannot fence a zombie "
+            "coordinator. Use a store with conditional writes (AWS S3, GCS, Azure Blob, "
+            "a recent MinIO)", "table.base_path")
+    log.info("%s refuses a second create of the same key: the fence holds", base_path)

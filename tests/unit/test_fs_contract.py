@@ -1,0 +1,125 @@
+"""The FileSystem contract, one set of cases run against both implementations: local files
+(``LocalFileSystem``) and an S3 API server (``ObjectStoreFileSystem`` on moto)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from s3_server import MotoS3
+
+from shared.fs import FileSystem, LocalFileSystem
+from shared.object_store import ObjectStoreFileSystem
+
+
+@pytest.fixture(params=["local", "s3"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[FileSystem, str]]:
+    """(filesystem, root path) — a temp directory or a fresh bucket's prefix."""
+    if request.param == "local":
+        yield LocalFileSystem(), str(tmp_path / "table")
+        return
+    server: MotoS3 = request.getfixturevalue("moto_s3")
+    bucket = server.new_bucket()
+    root = f"s3://{bucket}/warehouse/orders"
+    yield ObjectStoreFileSystem(root, server.storage_options()), root
+
+
+def test_satisfies_the_protocol(store: tuple[FileSystem, str]) -> None:
+    fs, _ = store
+    assert isinstance(fs, FileSystem)
+
+
+def test_write_atomic_read_and_replace(store: tuple[FileSystem, str]) -> None:
+    fs, root = store
+    path = f"{root}/.hoodie/hoodie.properties"
+    fs.write_atomic(path, b"one")
+    assert fs.read_bytes(path) == b"one"
+    fs.write_atomic(path, b"two")
+    assert fs.read_bytes(path) == b"two"
+
+
+def test_read_missing_is_file_not_found(store: tuple[FileSystem, str]) -> None:
+    fs, root = store
+    with pytest.raises(FileNotFoundError):
+        fs.read_bytes(f"{root}/nope.json")
+
+
+def test_create_exclusive_is_the_fence(store: tuple[FileSystem, str]) -> None:
+    fs, root = store
+    path = f"{root}/.hoodie/.sink/log/000000000001.json"
+    assert fs.create_exclusive(path, b"first")
+    assert not fs.create_exclusive(path, b"second")
+    assert fs.read_bytes(path) == b"first"
+
+
+def test_exists_file_info_and_directories(store: tuple[FileSystem, str]) -> None:
+    fs, root = store
+    fs.makedirs(f"{root}/p1")
+    fs.write_atomic(f"{root}/p1/a.parquet", b"12345")
+    info = fs.file_info(f"{root}/p1/a.parquet")
+    assert info is not None and info.size == 5 and not info.is_dir and info.name == "a.parquet"
+    assert info.path == f"{root}/p1/a.parquet" and info.mtime > 0
+    directory = fs.file_info(f"{root}/p1")
+    assert directory is not None and directory.is_dir and directory.name == "p1"
+    assert fs.exists(f"{root}/p1") and fs.exists(f"{root}/p1/a.parquet")
+    assert not fs.exists(f"{root}/p2") and fs.file_info(f"{root}/p2") is None
+
+
+def test_list_dir_children_sorted_with_directories(store: tuple[FileSystem, str]) -> None:
+    fs, root = store
+    for name in ("b.json", "a.json", "sub/x.json", "sub/deeper/y.json", "a%2Fb/z"):
+        fs.write_atomic(f"{root}/{name}", b"x")
+    listed = fs.list_dir(root)
+    assert [(i.name, i.is_dir) for i in listed] == [
+        ("a%2Fb", True), ("a.json", False), ("b.json", False), ("sub", True)]
+    assert listed[1].path == f"{root}/a.json" and listed[1].size == 1
+    assert fs.list_dir(f"{root}/missing") == []
+
+
+def test_walk_files_recursive_files_only(store: tuple[FileSystem, str]) -> None:
+    fs, root = store
+    for name in ("p/a.parquet", "p/q/b.parquet", "c.json", "München/d.parquet"):
+        fs.write_atomic(f"{root}/{name}", b"xy")
+    walked = sorted(i.path for i in fs.walk_files(root))
+    assert walked == sorted(f"{root}/{n}" for n in
+                            ("p/a.parquet", "p/q/b.parquet", "c.json", "München/d.parquet"))
+    assert {i.name for i in fs.walk_files(f"{root}/p")} == {"a.parquet", "b.parquet"}
+    assert all(not i.is_dir and i.size == 2 for i in fs.walk_files(root))
+    assert list(fs.walk_files(f"{root}/missing")) == []
+
+
+def test_rename_moves_and_never_clobbers(store: tuple[FileSystem, str]) -> None:
+    fs, root = store
+    staged, final = f"{root}/.hoodie/.temp/1/p/f.parquet", f"{root}/p/f.parquet"
+    fs.write_atomic(staged, b"data")
+    fs.rename(staged, final)
+    assert fs.read_bytes(final) == b"data" and not fs.exists(staged)
+    with pytest.raises(FileNotFoundError):
+        fs.rename(staged, final)
+    fs.write_atomic(staged, b"other content")
+    with pytest.raises(FileExistsError):
+        fs.rename(staged, final)
+    assert fs.read_bytes(final) == b"data"
+
+
+def test_delete_and_delete_tree(store: tuple[FileSystem, str]) -> None:
+    fs, root = store
+    fs.write_atomic(f"{root}/t/a", b"1")
+    fs.write_atomic(f"{root}/t/u/b", b"2")
+    fs.write_atomic(f"{root}/keep", b"3")
+    assert fs.delete(f"{root}/t/a")
+    assert not fs.delete(f"{root}/t/a")
+    fs.delete_tree(f"{root}/t")
+    fs.delete_tree(f"{root}/t")  # missing is fine
+    assert not fs.exists(f"{root}/t") and fs.read_bytes(f"{root}/keep") == b"3"
+
+
+def test_fsync_file_missing_raises_and_dirs_are_fine(store: tuple[FileSystem, str]) -> None:
+    fs, root = store
+    fs.write_atomic(f"{root}/d/f", b"1")
+    fs.fsync_file(f"{root}/d/f")
+    fs.fsync_dir(f"{root}/d")
+    fs.fsync_dir(f"{root}/missing")
+    with pytest.raises(FileNotFoundError):
+        fs.fsync_file(f"{root}/d/missing")
