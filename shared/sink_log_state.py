@@ -27,6 +27,7 @@ __all__ = [
     "SinkLogState",
     "TrimPlan",
     "plan_trim",
+    "commit_finished",
     "KEEP_ABORTS",
     "KEEP_ENTRIES",
     "TRIM_ABOVE",
@@ -69,10 +70,14 @@ class LogEntry:
     """COMMIT: (staged path, final path), relative to the base path."""
     reason: str = ""
     created_at: str = ""
+    action: str = "commit"
+    """COMMIT: the Hudi action it completes — ``commit`` (ingestion), ``replacecommit``
+    (clustering) or ``clean`` (a sink-recorded clean, see ``shared.hudi.replace``)."""
 
     def to_bytes(self) -> bytes:
         return orjson.dumps(
             {
+                "action": self.action,
                 "seq": self.seq,
                 "kind": self.kind.value,
                 "epoch": self.epoch,
@@ -98,6 +103,7 @@ class LogEntry:
             moves=[(str(a), str(b)) for a, b in raw.get("moves") or []],
             reason=raw.get("reason", ""),
             created_at=raw.get("created_at", ""),
+            action=str(raw.get("action") or "commit"),
         )
 
     def summary(self) -> LogEntry:
@@ -244,6 +250,9 @@ def _commit_finished(instant: str, completed: Collection[str], pending: Collecti
         return True
     return (latest_completed is not None and instant not in pending
             and instant_key(instant) < instant_key(latest_completed))
+
+
+commit_finished = _commit_finished
 
 
 def plan_trim(

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import logging
 import posixpath
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -41,6 +43,7 @@ from shared.sink_log import (
     SinkLogState,
     plan_trim,
 )
+from shared.sink_log_state import commit_finished
 
 __all__ = ["TableCommitter", "RecoveryReport", "StagedFileDisposal", "DirectDisposal"]
 
@@ -107,6 +110,11 @@ class TableCommitter:
         self._keep_entries = keep_entries
         self._trim_above = trim_above
         self._trim_unfinished = False
+        self._lock = threading.RLock()
+        """Serialises appends, folds and trims: ingestion and maintenance decide from two
+        worker threads, and each append takes the next number after the other's."""
+        self.forward_actions: dict[str, Callable[[LogEntry], None]] = {}
+        """Roll-forward of decided non-``commit`` actions (maintenance registers them)."""
 
     # --- epochs ---------------------------------------------------------------------------
     def claim_epoch(self, leader: dict[str, Any]) -> int:
@@ -129,10 +137,15 @@ class TableCommitter:
         raise FencedError("could not claim an epoch: the sink log keeps moving")
 
     def refresh(self) -> SinkLogState:
-        self.state = self._log.read_state(self.state)
-        return self.state
+        with self._lock:
+            self.state = self._log.read_state(self.state)
+            return self.state
 
     def _append(self, kind: EntryKind, instant: str, **fields: Any) -> LogEntry:
+        with self._lock:
+            return self._append_locked(kind, instant, **fields)
+
+    def _append_locked(self, kind: EntryKind, instant: str, **fields: Any) -> LogEntry:
         entry = LogEntry(
             seq=self._seq + 1, kind=kind, epoch=self.epoch, instant=instant,
             created_at=_now(), **fields,
@@ -152,9 +165,13 @@ class TableCommitter:
         pending instant back (deciding ABORT first, through the log)."""
         report = RecoveryReport()
         state = self.refresh()
-        completed = set(self._table.completed_commits())
+        instants = self._table.list_instants()
+        completed = {i.time for i in instants if i.state is InstantState.COMPLETED}
+        pending = {i.time for i in instants} - completed
+        latest = max(completed, default=None)
         for instant, record in sorted(state.decisions.items()):
-            if record.kind is EntryKind.COMMIT and instant not in completed:
+            if record.kind is EntryKind.COMMIT and not commit_finished(
+                    instant, completed, pending, latest):  # archived instants are finished
                 self._roll_forward(record)
                 report.rolled_forward.append(instant)
         for instant in self._table.pending_instants():
@@ -170,6 +187,12 @@ class TableCommitter:
         if entry.instant != record.instant or entry.metadata is None:
             raise TableFormatError(
                 f"sink log entry {record.seq} is not the COMMIT of {record.instant}")
+        if entry.action != layout.COMMIT_ACTION:
+            forward = self.forward_actions.get(entry.action)
+            if forward is None:
+                raise TableFormatError(f"no roll-forward for a decided {entry.action} {entry.instant}")
+            forward(entry)
+            return
         log.warning("rolling commit %s forward (decided by epoch %d)", entry.instant, entry.epoch)
         self._place(entry.instant, entry.metadata, entry.moves)
         # Placed files may come from an older writer that never synced them: sync each.
@@ -284,8 +307,33 @@ class TableCommitter:
             if posixpath.relpath(info.path, base) not in listed
         ]
 
-    def abort(self, instant: str, reason: str) -> None:
-        """Decide ABORT (fenced), hand the instant's staged files to deletion, roll back."""
+    def decide(self, instant: str, action: str, metadata: dict[str, Any],
+               moves: list[tuple[str, str]], complete: Callable[[], None]) -> None:
+        """A maintenance decision (``replacecommit``, ``clean``, archival): staged files made
+        durable, COMMIT entry (with ``action``) appended — the fence —, files placed,
+        ``complete`` run (writes the completed instant), staging pruned, log trimmed. A
+        crash after the append is rolled forward through ``forward_actions[action]``."""
+        staged = [s for s, _final in moves]
+        self._make_durable(files=staged, dirs=staged)
+        self._append(EntryKind.COMMIT, instant, metadata=metadata, moves=moves, action=action)
+        self.place_decided(instant, metadata, moves)
+        complete()
+        if moves:
+            self._prune_empty(self._table.staging_dir(instant))
+        self._maybe_trim()
+
+    def place_decided(self, instant: str, metadata: dict[str, Any],
+                      moves: list[tuple[str, str]]) -> None:
+        """Place a decided instant's staged files, durably (idempotent: roll-forward too)."""
+        if moves:
+            self._place(instant, metadata, moves)
+            self._make_durable(files=[final for _s, final in moves],
+                               dirs=[p for move in moves for p in move])
+
+    def abort(self, instant: str, reason: str,
+              rollback: Callable[[str], None] | None = None) -> None:
+        """Decide ABORT (fenced), hand the instant's staged files to deletion, roll back
+        (``rollback`` for another action than ``commit``)."""
         if self.state.committed(instant):
             raise TableFormatError(f"{instant} was decided COMMIT; it can only roll forward")
         staged = self._unlisted(instant, set())
@@ -294,7 +342,10 @@ class TableCommitter:
             self._append(EntryKind.ABORT, instant, reason=reason)
         self.disposal.after_decision(instant, staged)
         self._prune_empty(self._table.staging_dir(instant))
-        self._table.rollback_instant(instant, delete_staging=False)
+        if rollback is not None:
+            rollback(instant)
+        else:
+            self._table.rollback_instant(instant, delete_staging=False)
         log.warning("rolled back %s: %s", instant, reason)
         self._maybe_trim()
 
@@ -304,6 +355,10 @@ class TableCommitter:
         entries. Runs after a decision of ours was carried out, so the log is folded up to
         it. A failure is logged, never raised: the decision it follows is already durable,
         and the next commit tries again."""
+        with self._lock:
+            self._trim_locked()
+
+    def _trim_locked(self) -> None:
         if (not self._trim_unfinished
                 and self.state.last_seq - max(self.state.floor, 1) + 1 <= self._trim_above):
             return

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 __all__ = [
     "TransactionView", "CurrentTransaction", "ActionResponse", "TransactionControl", "build_router",
+    "MaintenanceControl", "build_maintenance_router",
 ]
 
 
@@ -116,5 +117,42 @@ def build_router(service: TransactionControl) -> APIRouter:
                                  "once GET /transactions/current shows one"}, status_code=409)
         return ActionResponse(accepted=True, commit_time=instant,
                               detail=f"transaction {instant} is rolled back")
+
+    return router
+
+
+class MaintenanceControl(Protocol):
+    """What ``/maintenance`` needs: the table services' state and a way to run them now."""
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    def leader_info(self) -> dict[str, Any]: ...
+
+    def maintenance_view(self) -> dict[str, Any]: ...
+
+    def request_clustering(self) -> None: ...
+
+
+def build_maintenance_router(service: MaintenanceControl) -> APIRouter:
+    router = APIRouter(tags=["maintenance"])
+
+    @router.get("/maintenance")
+    async def maintenance() -> dict[str, Any]:
+        """Files per partition, small files, active instants, the last clustering, clean and
+        archival (instant, duration) and the last error of this leader's routine."""
+        return service.maintenance_view()
+
+    @router.post("/maintenance/clustering", response_model=ActionResponse, status_code=202,
+                 responses={409: {"description": "standby: names the leader"}})
+    async def cluster_now() -> Any:
+        if not service.is_leader:
+            leader = service.leader_info()
+            name = leader.get("admin_url") or leader.get("host") or "unknown"
+            return JSONResponse({"detail": f"this coordinator is a standby; the leader is {name}",
+                                 "leader": leader}, status_code=409)
+        service.request_clustering()
+        return ActionResponse(accepted=True, commit_time=None,
+                              detail="a maintenance pass (clustering, clean, archival) starts now")
 
     return router

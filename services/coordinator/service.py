@@ -28,7 +28,13 @@ from services.coordinator.commit_state import AbortReason, CommitState
 from services.coordinator.committer import DirectDisposal, TableCommitter
 from services.coordinator.election import LeaderElection
 from services.coordinator.history import TransactionHistory, inflight_view
-from services.coordinator.rest import CurrentTransaction, TransactionView, build_router
+from services.coordinator.maintenance.routine import MaintenanceRoutine
+from services.coordinator.rest import (
+    CurrentTransaction,
+    TransactionView,
+    build_maintenance_router,
+    build_router,
+)
 from services.coordinator.transaction import Outgoing, TransactionDriver
 from shared.channel import ControlEndpoint
 from shared.clients import KafkaClientFactory
@@ -36,6 +42,7 @@ from shared.config import SinkConfig
 from shared.deletion import DeletionBacklog, IntentSender, KafkaDisposal
 from shared.errors import ConfigError, FencedError, HudiSinkBug, HudiSinkError, TableFormatError
 from shared.faults import Faults
+from shared.fs import filesystem_for
 from shared.hudi.offsets import offsets_from_metadata
 from shared.hudi.table import HudiTable
 from shared.kafka import TopicAdmin
@@ -48,7 +55,6 @@ from shared.protocol import (
 )
 from shared.sink_log import EntryKind
 from shared.states import CoordinatorPhase, StateMachine
-from shared.storage import filesystem_for
 
 __all__ = ["CoordinatorService", "CoordinatorClients"]
 
@@ -81,12 +87,14 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         self._factory = clients if clients is not None else KafkaClientFactory(config)
         self.sender = Sender(role=Role.COORDINATOR, id=uuid.uuid4().hex, host=socket.gethostname())
         self.admin_url = admin_url
-        self._fs = filesystem_for(config.table.base_path, config.table.storage_options)
+        self._fs = filesystem_for(config.table.base_path)
         self._table = HudiTable(self._fs, config.table.base_path)
         self.committer = TableCommitter(self._fs, self._table, DirectDisposal(self._fs))
         self.driver = TransactionDriver(
             config, self.schema, self._table, self.committer, self.metrics,
             channel_send=self._channel_send, expected_partitions=self._expected_partitions)
+        self.maintenance = MaintenanceRoutine(config, self._table, self.committer, self.driver,
+                                              self.metrics)
         self._inbox: asyncio.Queue[Envelope] = asyncio.Queue()
         self._table_checked_at: float | None = None
         self._running: CoordinatorClients | None = None
@@ -129,7 +137,7 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         return dict(self.committer.state.leader)
 
     def routers(self) -> list[APIRouter]:
-        return [build_router(self)]
+        return [build_router(self), build_maintenance_router(self)]
 
     def routines(self, running: CoordinatorClients) -> dict[str, Coroutine[Any, Any, Any]]:
         log.info("coordinator %s started; waiting for leadership", self.sender.id)
@@ -137,6 +145,7 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
             "coordinator-election": running.election.run(),
             "coordinator-control": self._control_routine(running.channel),
             "coordinator-process": self._process_routine(running.election),
+            "coordinator-maintenance": self.maintenance.run(),
         }
         if self._backlog is not None:
             routines["coordinator-deletion-backlog"] = self._backlog.run(self._stop)
@@ -344,3 +353,11 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
 
     def request_abort(self) -> str | None:
         return self.driver.request_abort()
+
+    def maintenance_view(self) -> dict[str, Any]:
+        m = self.maintenance
+        return {"role": "leader" if self.is_leader else "standby", **m.stats,
+                "last": m.last, "last_error": m.last_error}
+
+    def request_clustering(self) -> None:
+        self.maintenance.request_clustering()

@@ -36,6 +36,9 @@ __all__ = [
     "staging_dir",
     "timeline_file",
     "parse_commit_file",
+    "parse_timeline_file",
+    "REPLACE_ACTION",
+    "SINK_ARCHIVE_DIR",
     "timeline_file_instant",
     "state_order",
 ]
@@ -48,6 +51,8 @@ SINK_DIR = f"{METAFOLDER}/.sink"
 SINK_LOG_DIR = f"{SINK_DIR}/log"
 SINK_CHECKPOINT_DIR = f"{SINK_DIR}/checkpoint"
 DELETER_STATE_DIR = f"{SINK_DIR}/deleter"
+SINK_ARCHIVE_DIR = f"{SINK_DIR}/archived"
+"""Timeline files of archived instants, kept as they were (not Hudi's Avro ``archived/``)."""
 
 COMMIT_ACTION = "commit"
 # Commit-action timeline files of layout 1 (reference §1/§4): <T>.commit.requested,
@@ -57,6 +62,11 @@ INFLIGHT_SUFFIX = "inflight"
 COMMIT_SUFFIX = "commit"
 
 _COMMIT_FILE = re.compile(r"^(\d{14}|\d{17})\.(commit\.requested|inflight|commit)$")
+REPLACE_ACTION = "replacecommit"
+# Replace-commit files (clustering): <T>.replacecommit.requested, .replacecommit.inflight,
+# .replacecommit (reference §1/§7).
+_REPLACE_FILE = re.compile(r"^(\d{14}|\d{17})\.replacecommit(\.requested|\.inflight)?$")
+
 # Any timeline file of any action/state, e.g. <T>.replacecommit.inflight or <T>.rollback.
 _ANY_INSTANT_FILE = re.compile(r"^(\d{14}|\d{17})\.[a-z]")
 
@@ -107,6 +117,19 @@ def parse_commit_file(name: str) -> Instant | None:
     if match is None:
         return None
     return Instant(match.group(1), COMMIT_ACTION, _SUFFIX_STATE[match.group(2)])
+
+
+def parse_timeline_file(name: str) -> Instant | None:
+    """A commit or replacecommit instant a timeline file name stands for, else None."""
+    instant = parse_commit_file(name)
+    if instant is not None:
+        return instant
+    match = _REPLACE_FILE.match(name)
+    if match is None:
+        return None
+    state = {".requested": InstantState.REQUESTED, ".inflight": InstantState.INFLIGHT}.get(
+        match.group(2) or "", InstantState.COMPLETED)
+    return Instant(match.group(1), REPLACE_ACTION, state)
 
 
 def timeline_file_instant(name: str) -> str | None:

@@ -103,12 +103,13 @@ class HudiTable:
         return self._timeline_path(instant, layout.COMMIT_SUFFIX)
 
     def list_instants(self) -> list[Instant]:
-        """Commit-action timeline files directly in ``.hoodie/``, sorted by time then state."""
+        """Commit and replacecommit timeline files directly in ``.hoodie/``, sorted by time
+        then state (``completed_commits``/``pending_instants`` keep to the commit action)."""
         instants: list[Instant] = []
         for info in self.fs.list_dir(self.meta_path):
             if info.is_dir:
                 continue
-            instant = layout.parse_commit_file(info.name)
+            instant = layout.parse_timeline_file(info.name)
             if instant is not None:
                 instants.append(instant)
         instants.sort(key=lambda i: (i.time, layout.state_order(i.state)))
@@ -117,12 +118,13 @@ class HudiTable:
     def completed_commits(self) -> list[str]:
         """Times of completed commits, oldest first."""
         return sorted(
-            {i.time for i in self.list_instants() if i.state is InstantState.COMPLETED}
+            {i.time for i in self.list_instants()
+             if i.state is InstantState.COMPLETED and i.action == layout.COMMIT_ACTION}
         )
 
     def pending_instants(self) -> list[str]:
         """Times of commits that were started but never completed (need roll back)."""
-        instants = self.list_instants()
+        instants = [i for i in self.list_instants() if i.action == layout.COMMIT_ACTION]
         completed = {i.time for i in instants if i.state is InstantState.COMPLETED}
         return sorted({i.time for i in instants} - completed)
 

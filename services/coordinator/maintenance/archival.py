@@ -1,0 +1,69 @@
+"""Timeline archival: keep the active timeline bounded (archive to ``min_instants`` once it
+holds more than ``max_instants`` completed instants).
+
+Archived instants' timeline files move to ``.hoodie/.sink/archived/`` (Hudi's Avro
+``.hoodie/archived/`` format is not written; see ``shared.hudi.replace``). Readers count base
+files older than the active timeline as committed, so archival stops before any pending
+instant, the earliest retained instant, and any replacecommit whose replaced files still exist
+(probe: archiving it would show those files again). Fenced through the sink log: the archived
+list is decided in a COMMIT entry (action ``archive``) and rolled forward after a crash
+(archiving an instant again is a no-op).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from services.coordinator.committer import TableCommitter
+from services.coordinator.maintenance.plan import archivable, earliest_retained
+from services.coordinator.maintenance.view import TableView
+from shared.hudi import layout
+from shared.hudi.layout import Instant, InstantState
+from shared.hudi.replace import ReplaceTimeline
+from shared.sink_log import LogEntry
+
+__all__ = ["ARCHIVE_ACTION", "Archiver"]
+
+log = logging.getLogger("hudi_sink.maintenance")
+
+ARCHIVE_ACTION = "archive"
+
+
+class Archiver:
+    def __init__(self, committer: TableCommitter, timeline: ReplaceTimeline, *,
+                 max_instants: int, min_instants: int, commits_retained: int | None) -> None:
+        self._committer = committer
+        self._timeline = timeline
+        self._max = max_instants
+        self._min = min_instants
+        self._retained = commits_retained
+        committer.forward_actions[ARCHIVE_ACTION] = self.forward
+
+    def plan(self, view: TableView) -> list[Instant]:
+        retained_from = (earliest_retained(view.completed, self._retained)
+                         if self._retained is not None else None)
+        pinned = {by for (p, fid), by in view.replaced_by.items()
+                  if any(f.partition == p and f.file_id == fid for f in view.replaced_files)}
+        times = archivable(view.completed, view.pending, max_instants=self._max,
+                           min_instants=self._min, retained_from=retained_from,
+                           replace_pinned=pinned)
+        actions = {i.time: i.action for i in self._timeline.completed()}
+        return [Instant(t, actions.get(t, layout.COMMIT_ACTION), InstantState.COMPLETED)
+                for t in times]
+
+    def run(self, instant: str, targets: list[Instant]) -> None:
+        if not targets:
+            return
+        metadata = {"partitionToWriteStats": {},
+                    "archive": [[i.time, i.action] for i in targets]}
+        self._committer.decide(instant, ARCHIVE_ACTION, metadata, [],
+                               lambda: self._archive(targets))
+        log.info("archived %d instant(s) up to %s", len(targets), targets[-1].time)
+
+    def _archive(self, targets: list[Instant]) -> None:
+        for target in targets:  # oldest first: the active timeline stays a suffix
+            self._timeline.archive(target)
+
+    def forward(self, entry: LogEntry) -> None:
+        assert entry.metadata is not None
+        self._archive([Instant(t, a, InstantState.COMPLETED) for t, a in entry.metadata["archive"]])

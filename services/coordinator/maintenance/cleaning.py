@@ -1,0 +1,67 @@
+"""Cleaning: replaced file groups no retained instant can read go to the two-phase deleter.
+
+Retention is Hudi's KEEP_LATEST_COMMITS over the active timeline's completed instants
+(``maintenance.cleaner.commits_retained``): a group replaced at or before the earliest retained
+instant is invisible to every retained snapshot and time travel. Order (PIP-186):
+1. one CLEANED intent per file, sent and acknowledged (``StagedFileDisposal.before_decision``;
+   not acked → nothing changes, tried again next round);
+2. the clean decided through the sink log (the fence) and recorded as
+   ``.hoodie/.sink/clean/<K>.json`` (Hudi's ``.clean`` is Avro; see ``shared.hudi.replace``);
+3. the deleter deletes after its delay, re-checking against the table that the file's group is
+   replaced by a completed replacecommit at or before the clean's earliest retained instant.
+The coordinator itself never deletes a replaced file.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from services.coordinator.committer import TableCommitter
+from services.coordinator.maintenance.plan import cleanable, earliest_retained
+from services.coordinator.maintenance.view import TableView
+from shared.deletion_intent import DeletionReason
+from shared.hudi.replace import CleanRecord, ReplaceTimeline
+from shared.sink_log import LogEntry
+
+__all__ = ["CLEAN_ACTION", "Cleaner"]
+
+log = logging.getLogger("hudi_sink.maintenance")
+
+CLEAN_ACTION = "clean"
+
+
+class Cleaner:
+    def __init__(self, committer: TableCommitter, timeline: ReplaceTimeline,
+                 commits_retained: int) -> None:
+        self._committer = committer
+        self._timeline = timeline
+        self._retained = commits_retained
+        committer.forward_actions[CLEAN_ACTION] = self.forward
+
+    def plan(self, view: TableView, instant: str) -> CleanRecord | None:
+        retained_from = earliest_retained(view.completed, self._retained)
+        groups = cleanable(view.replaced_by, retained_from)
+        files = [f for f in view.replaced_files if (f.partition, f.file_id) in groups]
+        if not files or retained_from is None:
+            return None
+        used = sorted({(f.partition, f.file_id) for f in files})
+        return CleanRecord(instant, retained_from,
+                           [(p, fid, view.replaced_by[(p, fid)]) for p, fid in used],
+                           sorted(f.path for f in files))
+
+    def run(self, record: CleanRecord) -> None:
+        """Intents acked, then the decision, then the record (blocking: worker thread)."""
+        base = self._timeline.table.base_path
+        paths = [f"{base}/{relative}" for relative in record.files]
+        disposal = self._committer.disposal
+        disposal.before_decision(record.instant, paths, DeletionReason.CLEANED.value)
+        self._committer.decide(record.instant, CLEAN_ACTION,
+                               {"partitionToWriteStats": {}, "clean": record.to_json()}, [],
+                               lambda: self._timeline.write_clean(record))
+        disposal.after_decision(record.instant, paths)
+        log.info("clean %s: %d file(s) of %d replaced group(s) handed to deletion",
+                 record.instant, len(record.files), len(record.groups))
+
+    def forward(self, entry: LogEntry) -> None:
+        assert entry.metadata is not None
+        self._timeline.write_clean(CleanRecord.from_json(entry.metadata["clean"]))

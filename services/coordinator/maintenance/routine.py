@@ -1,0 +1,160 @@
+"""The maintenance routine: clustering, cleaning and archival beside ingestion.
+
+One pass every ``maintenance.clustering.interval_s`` while this coordinator leads (or at once
+on ``POST /maintenance/clustering``): roll back replacecommits no leader decided, then
+cluster, clean and archive, each in a worker thread. Ingestion never waits for it: inserts
+only create new file groups, so a replacecommit never conflicts with a commit, and the two
+share only the committer's lock around sink log appends (milliseconds). A failed pass is
+logged and retried next interval; a fenced one waits for the next leadership.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from prometheus_client import Counter, Gauge
+
+from services.coordinator.committer import TableCommitter
+from services.coordinator.maintenance.archival import Archiver
+from services.coordinator.maintenance.cleaning import Cleaner
+from services.coordinator.maintenance.clustering import Clusterer
+from services.coordinator.maintenance.plan import plan_clustering
+from services.coordinator.maintenance.view import TableView, load_view
+from services.coordinator.transaction import TransactionDriver
+from shared.config import SinkConfig
+from shared.errors import FencedError, HudiSinkBug, HudiSinkError
+from shared.hudi.naming import next_instant_time
+from shared.hudi.replace import ReplaceTimeline
+from shared.hudi.table import HudiTable
+from shared.metrics import Metrics
+
+__all__ = ["MaintenanceRoutine"]
+
+log = logging.getLogger("hudi_sink.maintenance")
+
+
+class _MaintenanceMetrics:
+    def __init__(self, metrics: Metrics) -> None:
+        r = metrics.registry
+        self.files = Gauge("hudi_sink_table_files", "Live base files per table partition",
+                           ["partition"], registry=r)
+        self.small = Gauge("hudi_sink_table_small_files",
+                           "Live base files below maintenance.clustering.small_file_bytes", registry=r)
+        self.active = Gauge("hudi_sink_timeline_active_instants",
+                            "Completed instants on the active timeline", registry=r)
+        self.runs = Counter("hudi_sink_maintenance_runs", "Maintenance actions completed",
+                            ["action"], registry=r)
+        self.duration = Gauge("hudi_sink_maintenance_last_duration_seconds",
+                              "Duration of the last completed action", ["action"], registry=r)
+        self.last = Gauge("hudi_sink_maintenance_last_unixtime",
+                          "When the last action of a kind completed", ["action"], registry=r)
+
+
+class MaintenanceRoutine:
+    def __init__(self, config: SinkConfig, table: HudiTable, committer: TableCommitter,
+                 driver: TransactionDriver, metrics: Metrics) -> None:
+        cfg = config.maintenance
+        self._cfg = cfg
+        self._driver = driver
+        self._committer = committer
+        self._timeline = ReplaceTimeline(table)
+        self._clusterer = Clusterer(committer, self._timeline, config.table.parquet_codec)
+        self._cleaner = Cleaner(committer, self._timeline, cfg.cleaner.commits_retained)
+        self._archiver = Archiver(
+            committer, self._timeline, max_instants=cfg.archival.max_instants,
+            min_instants=cfg.archival.min_instants,
+            commits_retained=cfg.cleaner.commits_retained if cfg.cleaner.enabled else None)
+        self._schema = config.table.table_schema()
+        self._metrics = _MaintenanceMetrics(metrics)
+        self._wake = asyncio.Event()
+        self._recovered_epoch = 0
+        self.last: dict[str, dict[str, Any]] = {}
+        self.last_error: str | None = None
+        self.stats: dict[str, Any] = {}
+
+    def request_clustering(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=self._cfg.clustering.interval_s)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            if not self._driver.is_leader or self._committer.epoch == 0:
+                continue
+            try:
+                await self.run_once()
+                self.last_error = None
+            except HudiSinkBug:
+                raise
+            except FencedError as exc:
+                log.warning("maintenance fenced (a newer leader owns the table): %s", exc)
+                self.last_error = str(exc)
+            except (HudiSinkError, OSError, ValueError) as exc:
+                log.exception("maintenance pass failed (retried next interval): %s", exc)
+                self.last_error = str(exc)
+
+    def _next_instant(self) -> str:
+        """A new instant time above every instant this leader made (event loop only, so
+        ingestion and maintenance never pick the same or a decreasing time)."""
+        instant = next_instant_time(self._driver.latest_instant, datetime.now(UTC))
+        self._driver.latest_instant = instant
+        return instant
+
+    async def run_once(self) -> None:
+        epoch = self._committer.epoch
+        if self._recovered_epoch != epoch:
+            await asyncio.to_thread(self._clusterer.recover)
+            self._recovered_epoch = epoch
+        view = await asyncio.to_thread(load_view, self._timeline)
+        self._observe(view)
+        clustering = self._cfg.clustering
+        if clustering.enabled:
+            groups = plan_clustering(view.live, min_files=clustering.min_files,
+                                     small_file_bytes=clustering.small_file_bytes,
+                                     target_file_bytes=clustering.target_file_bytes)
+            if groups:
+                instant = self._next_instant()
+                await self._timed("clustering", instant, self._clusterer.run, instant, groups,
+                                  self._schema.avro_schema_json())
+                view = await asyncio.to_thread(load_view, self._timeline)
+        if self._cfg.cleaner.enabled:
+            record = self._cleaner.plan(view, self._next_instant())
+            if record is not None:
+                await self._timed("clean", record.instant, self._cleaner.run, record)
+                view = await asyncio.to_thread(load_view, self._timeline)
+        if self._cfg.archival.enabled:
+            targets = self._archiver.plan(view)
+            if targets:
+                instant = self._next_instant()
+                await self._timed("archive", instant, self._archiver.run, instant, targets)
+                view = await asyncio.to_thread(load_view, self._timeline)
+        self._observe(view)
+
+    async def _timed(self, action: str, instant: str, fn: Any, *args: Any) -> None:
+        started = time.monotonic()
+        await asyncio.to_thread(fn, *args)
+        seconds = time.monotonic() - started
+        self.last[action] = {"instant": instant, "duration_s": round(seconds, 3),
+                             "finished_at": datetime.now(UTC).isoformat()}
+        self._metrics.runs.labels(action).inc()
+        self._metrics.duration.labels(action).set(seconds)
+        self._metrics.last.labels(action).set(time.time())
+
+    def _observe(self, view: TableView) -> None:
+        per_partition = view.files_per_partition()
+        for partition, count in per_partition.items():
+            self._metrics.files.labels(partition).set(count)
+        small = sum(1 for f in view.live if f.size < self._cfg.clustering.small_file_bytes)
+        self._metrics.small.set(small)
+        self._metrics.active.set(len(view.completed))
+        self.stats = {"files_per_partition": per_partition, "small_files": small,
+                      "replaced_files_on_disk": len(view.replaced_files),
+                      "active_completed_instants": len(view.completed),
+                      "pending_instants": sorted(view.pending)}

@@ -1,0 +1,69 @@
+"""The table as a reader sees it, for maintenance: committed base files per file group.
+
+Like hudi-rs and Java (reference §8): a base file counts when its instant is completed on the
+active timeline or older than the active timeline (archived); files of pending or unknown
+newer instants do not. Replaced file groups (completed replacecommits) are reported apart.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+
+from services.coordinator.maintenance.plan import BaseFile
+from shared.hudi.layout import InstantState
+from shared.hudi.naming import instant_key, parse_base_file_name
+from shared.hudi.replace import ReplaceTimeline
+
+__all__ = ["TableView", "load_view"]
+
+
+@dataclass
+class TableView:
+    completed: list[str]
+    """Completed commit and replacecommit instants of the active timeline, oldest first."""
+    pending: set[str]
+    replaced_by: dict[tuple[str, str], str]
+    live: list[BaseFile] = field(default_factory=list)
+    """Committed base files of file groups not replaced."""
+    replaced_files: list[BaseFile] = field(default_factory=list)
+    """Base files still on disk of replaced file groups."""
+
+    def files_per_partition(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for f in self.live:
+            out[f.partition] = out.get(f.partition, 0) + 1
+        return out
+
+
+def load_view(timeline: ReplaceTimeline) -> TableView:
+    """List the timeline, then the partition directories (blocking I/O)."""
+    table = timeline.table
+    instants = table.list_instants()
+    completed = sorted({i.time for i in instants if i.state is InstantState.COMPLETED},
+                       key=instant_key)
+    pending = {i.time for i in instants} - set(completed)
+    view = TableView(completed, pending, timeline.replaced_by())
+    done = set(completed)
+    earliest = instant_key(completed[0]) if completed else None
+    base = table.base_path
+    for info in table.fs.walk_files(base):
+        relative = posixpath.relpath(info.path, base)
+        if relative.split("/", 1)[0].startswith("."):
+            continue  # .hoodie (timeline, staging, sink state)
+        parsed = parse_base_file_name(info.name)
+        if parsed is None:
+            continue
+        committed = parsed.instant in done or (
+            earliest is not None and instant_key(parsed.instant) < earliest
+            and parsed.instant not in pending)
+        if not committed:
+            continue
+        partition = posixpath.dirname(relative)
+        f = BaseFile(relative, partition, parsed.file_id, parsed.instant, info.size)
+        if (partition, parsed.file_id) in view.replaced_by:
+            view.replaced_files.append(f)
+        else:
+            view.live.append(f)
+    view.live.sort(key=lambda f: f.path)
+    return view
