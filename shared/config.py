@@ -209,7 +209,7 @@ class AdminConfig(_Section):
 class ServiceConfig(_Section):
     """How every service process retries and stops."""
 
-    retry_backoff_ms: int = Field(1000, ge=1)
+    retry_backoff_ms: int = Field(2000, ge=1)
     """First wait between retries of a storage or Kafka operation (seed ``retry.backoff.ms``);
     doubles per attempt up to 10 x."""
     retry_timeout_ms: int = Field(60000, ge=0)

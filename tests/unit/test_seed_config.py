@@ -72,6 +72,13 @@ def test_every_seed_key_is_mapped_or_ignored_and_the_table_covers_the_seed() -> 
     assert not set(SEED_KEYS) & set(IGNORED_KEYS)
 
 
+def test_readme_documents_every_seed_key() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### From the Hudi Kafka Connect sink", 1)[1].split("\n## ", 1)[0]
+    for key in (*SEED_KEYS, *IGNORED_KEYS):
+        assert f"`{key}`" in section, key
+
+
 def test_full_seed_file_maps_onto_the_config(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = _write(tmp_path, FULL)
     with caplog.at_level(logging.WARNING, "hudi_sink.config"):
