@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import orjson
@@ -26,8 +26,13 @@ from aiokafka import TopicPartition as KafkaTopicPartition
 from hudi import HudiReadOptions, HudiTableBuilder
 
 from shared.broker import free_port
+from shared.fs import FileSystem, LocalFileSystem
 from shared.hudi.naming import parse_base_file_name
 from shared.hudi.offsets import parse_offsets
+from shared.object_store import ObjectStoreFileSystem
+
+if TYPE_CHECKING:
+    from s3_server import MotoS3
 
 HUDI_SINK = str(Path(sys.executable).with_name("hudi-sink"))
 
@@ -96,6 +101,9 @@ class Pipeline:
     partitions: int = 4
     overrides: dict[str, Any] = field(default_factory=dict)
     services: list[Service] = field(default_factory=list)
+    s3: MotoS3 | None = None
+    """Put the table in a fresh bucket of this S3 server (``s3://<bucket>/warehouse/<name>``),
+    reached by every process through the standard AWS variables."""
 
     def __post_init__(self) -> None:
         self.topic = f"{self.name}-data"
@@ -132,6 +140,14 @@ class Pipeline:
                 config.setdefault(section, {}).update(values)
             else:
                 config[section] = values
+        self.table_uri = str(self.base_path)
+        self.store_env: dict[str, str] = {}
+        self.fs: FileSystem = LocalFileSystem()
+        if self.s3 is not None:
+            self.table_uri = f"s3://{self.s3.new_bucket()}/warehouse/{self.name}"
+            config["table"]["base_path"] = self.table_uri
+            self.store_env = self.s3.environment()
+            self.fs = ObjectStoreFileSystem(self.table_uri, self.s3.storage_options())
         self.config = config
         self.config_path = self.tmp / f"{self.name}.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
@@ -145,7 +161,7 @@ class Pipeline:
                 [HUDI_SINK, role, "--config", str(self.config_path), "--admin-port", str(port)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **self.store_env, **(env or {})},
             )
         service = Service(role, process, log_path, port)
         self.services.append(service)
@@ -242,12 +258,11 @@ class Pipeline:
         return self.base_path / ".hoodie"
 
     def completed_commits(self) -> list[str]:
-        if not self.timeline.exists():
-            return []
-        return sorted(p.name.removesuffix(".commit") for p in self.timeline.glob("*.commit"))
+        return sorted(i.name.removesuffix(".commit") for i in self.fs.list_dir(f"{self.table_uri}/.hoodie")
+                      if i.name.endswith(".commit") and not i.is_dir)
 
     def commit_metadata(self, instant: str) -> dict[str, Any]:
-        return orjson.loads((self.timeline / f"{instant}.commit").read_bytes())
+        return orjson.loads(self.fs.read_bytes(f"{self.table_uri}/.hoodie/{instant}.commit"))
 
     def latest_offsets(self) -> dict[int, int]:
         commits = self.completed_commits()
@@ -274,7 +289,10 @@ class Pipeline:
             raise AssertionError(f"{exc}\nlatest={self.latest_offsets()}\n{self.logs()}") from None
 
     def read(self, as_of: str | None = None) -> pa.Table:
-        table = HudiTableBuilder.from_base_uri(str(self.base_path)).build()
+        builder = HudiTableBuilder.from_base_uri(self.table_uri)
+        if self.s3 is not None:
+            builder = builder.with_storage_options(self.s3.storage_options())
+        table = builder.build()
         options = HudiReadOptions()
         if as_of is not None:
             options = options.with_as_of_timestamp(as_of)
@@ -291,11 +309,16 @@ class Pipeline:
     def partition_files(self) -> set[str]:
         """Every Parquet file in the partition directories (outside ``.hoodie``)."""
         found = set()
-        for path in self.base_path.rglob("*.parquet"):
-            relative = path.relative_to(self.base_path).as_posix()
-            if not relative.startswith(".hoodie"):
+        for info in self.fs.walk_files(self.table_uri):
+            relative = info.path[len(self.table_uri) + 1:]
+            if relative.endswith(".parquet") and not relative.startswith(".hoodie"):
                 found.add(relative)
         return found
+
+    def staged_files(self) -> list[str]:
+        """Parquet files in ``.hoodie/.temp`` (staging of any instant)."""
+        return [i.path for i in self.fs.walk_files(f"{self.table_uri}/.hoodie/.temp")
+                if i.name.endswith(".parquet")]
 
     def unlisted_completed_files(self) -> set[str]:
         """Partition files named with a completed instant that no commit lists (must be ∅)."""
