@@ -121,6 +121,7 @@ class TableConfig(_Section):
             record_key_field=self.record_key_field,
             partition_field=self.partition_field,
             precombine_field=self.precombine_field,
+            kafka_metadata=self.kafka_metadata,
         )
 
 

@@ -17,7 +17,8 @@ import pyarrow as pa
 
 from shared.errors import SchemaError
 
-__all__ = ["ColumnKind", "Column", "TableSchema", "META_COLUMNS", "parse_ddl"]
+__all__ = ["ColumnKind", "Column", "TableSchema", "META_COLUMNS", "KAFKA_METADATA", "KAFKA_TOPIC",
+           "KAFKA_PARTITION", "KAFKA_OFFSET", "KAFKA_TIMESTAMP", "KAFKA_KEY", "parse_ddl"]
 
 
 class ColumnKind(StrEnum):
@@ -82,6 +83,9 @@ META_COLUMNS = (
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+KAFKA_TOPIC, KAFKA_PARTITION, KAFKA_OFFSET, KAFKA_TIMESTAMP, KAFKA_KEY = (
+    "_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp", "_kafka_key")
+
 
 @dataclass(frozen=True)
 class Column:
@@ -90,6 +94,16 @@ class Column:
     name: str
     kind: ColumnKind
     nullable: bool = True
+
+
+KAFKA_METADATA = (
+    Column(KAFKA_TOPIC, ColumnKind.STRING), Column(KAFKA_PARTITION, ColumnKind.INT),
+    Column(KAFKA_OFFSET, ColumnKind.BIGINT), Column(KAFKA_TIMESTAMP, ColumnKind.TIMESTAMP),
+    Column(KAFKA_KEY, ColumnKind.STRING),
+)
+"""The columns ``table.kafka_metadata`` (seed ``connect.meta.data``) appends: where each record
+came from (topic, partition, offset, the record's timestamp, its key as UTF-8 text with
+undecodable bytes replaced; null timestamp or key when the record has none)."""
 
 
 def parse_ddl(ddl: str) -> list[Column]:
@@ -130,6 +144,9 @@ class TableSchema:
     record_key_field: str
     partition_field: str | None
     table_name: str
+    kafka_metadata: bool = False
+    """Whether the last five columns are the record's Kafka coordinates (``KAFKA_METADATA``),
+    filled by the participant, not decoded from the value."""
 
     @classmethod
     def parse(
@@ -140,19 +157,26 @@ class TableSchema:
         record_key_field: str,
         partition_field: str | None = None,
         precombine_field: str | None = None,
+        kafka_metadata: bool = False,
     ) -> TableSchema:
         """Parse ``ddl`` and check that the key fields are columns of it. Plain arguments,
         so the schema knows nothing of the config (``TableConfig.table_schema`` calls this);
         errors name the ``table.*`` key at fault."""
         columns = tuple(parse_ddl(ddl))
         names = {c.name for c in columns}
+        if kafka_metadata:
+            taken = sorted(names & {c.name for c in KAFKA_METADATA})
+            if taken:
+                raise SchemaError(f"column(s) {taken} are the Kafka metadata columns of "
+                                  "table.kafka_metadata: rename them", "table.schema")
+            columns += KAFKA_METADATA
         for key, field in (("table.record_key_field", record_key_field),
                            ("table.partition_field", partition_field),
                            ("table.precombine_field", precombine_field)):
             if field is not None and field not in names:
                 label = key.removeprefix("table.").removesuffix("_field").replace("_", " ")
                 raise SchemaError(f"{label} field {field!r} is not a column of table.schema", key)
-        return cls(columns, record_key_field, partition_field, table_name)
+        return cls(columns, record_key_field, partition_field, table_name, kafka_metadata)
 
     def column(self, name: str) -> Column:
         for column in self.columns:

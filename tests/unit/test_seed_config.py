@@ -195,3 +195,17 @@ def test_config_check_shows_source_and_properties_key(
     assert "table.name" not in shown["properties_keys"]
     assert shown["sources"]["table.name"] == "env"
     assert any(w.startswith("avro.codec is ignored") for w in shown["ignored"])
+
+
+def test_connect_meta_data_appends_the_kafka_columns_to_the_schema(tmp_path: Path) -> None:
+    path = _write(tmp_path, "connect.meta.data=true\n")
+    schema = load_config(path, environ=SCHEMA_ENV).table.table_schema()
+    assert schema.kafka_metadata
+    assert [(c.name, c.kind.value) for c in schema.columns[-5:]] == [
+        ("_kafka_topic", "STRING"), ("_kafka_partition", "INT"), ("_kafka_offset", "BIGINT"),
+        ("_kafka_timestamp", "TIMESTAMP"), ("_kafka_key", "STRING")]
+    with pytest.raises(ConfigError, match="_kafka_offset"):
+        load_config(path, environ={"HUDI_SINK__TABLE__SCHEMA": "id STRING, _kafka_offset BIGINT"})
+    plain = load_config(_write(tmp_path, "connect.meta.data=false\n", "b.properties"),
+                        environ={"HUDI_SINK__TABLE__SCHEMA": "id STRING, _kafka_offset BIGINT"})
+    assert not plain.table.table_schema().kafka_metadata
