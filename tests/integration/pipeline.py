@@ -104,6 +104,8 @@ class Pipeline:
     s3: MotoS3 | None = None
     """Put the table in a fresh bucket of this S3 server (``s3://<bucket>/warehouse/<name>``),
     reached by every process through the standard AWS variables."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment of every process of this sink (``HUDI_SINK__…`` overrides its config file)."""
 
     def __post_init__(self) -> None:
         self.topic = f"{self.name}-data"
@@ -152,6 +154,13 @@ class Pipeline:
         self.config_path = self.tmp / f"{self.name}.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
 
+    # --- as a context manager: every process it started is stopped on the way out ---------
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop_all()
+
     # --- processes ------------------------------------------------------------------------
     def start(self, role: str, env: dict[str, str] | None = None) -> Service:
         port = free_port()
@@ -161,11 +170,19 @@ class Pipeline:
                 [HUDI_SINK, role, "--config", str(self.config_path), "--admin-port", str(port)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1", **self.store_env, **(env or {})},
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **self.store_env, **self.env, **(env or {})},
             )
         service = Service(role, process, log_path, port)
         self.services.append(service)
         return service
+
+    def use_properties(self, text: str, env: dict[str, str]) -> Path:
+        """Run this sink from a ``.properties`` file (the Hudi Kafka Connect sink's key names)
+        plus environment overrides, instead of the YAML config; returns the file's path."""
+        self.config_path = self.tmp / f"{self.name}.properties"
+        self.config_path.write_text(text, encoding="utf-8")
+        self.env = {**self.env, **env}
+        return self.config_path
 
     def kill(self, service: Service, sig: int = signal.SIGKILL) -> None:
         service.process.send_signal(sig)
@@ -212,12 +229,12 @@ class Pipeline:
 
     # --- data -----------------------------------------------------------------------------
     def produce(self, records: int, rate: float | None = None) -> None:
-        result = subprocess.run(self._produce_args(records, rate),
-                                capture_output=True, text=True, timeout=600)
+        result = subprocess.run(self._produce_args(records, rate), capture_output=True, text=True,
+                                timeout=600, env={**os.environ, **self.env})
         assert result.returncode == 0, result.stdout + result.stderr
 
     def produce_in_background(self, records: int, rate: float) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(self._produce_args(records, rate),
+        return subprocess.Popen(self._produce_args(records, rate), env={**os.environ, **self.env},
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def _produce_args(self, records: int, rate: float | None) -> list[str]:
@@ -272,6 +289,19 @@ class Pipeline:
         """``kafka.commit.offsets`` of one completed instant, by partition of the data topic."""
         raw = self.commit_metadata(instant)["extraMetadata"].get("kafka.commit.offsets", "")
         return {p: o for (_, p), o in parse_offsets(raw, [self.topic]).items()}
+
+    def wait_commits(self, more: int, timeout_s: float = 120,
+                     where: Callable[[str], bool] = lambda _instant: True) -> list[str]:
+        """Wait until ``more`` commits matching ``where`` complete after the ones on disk now
+        (transactions keep committing, empty or not, every interval): an observable "some
+        transactions later" instead of a fixed sleep. Returns the new instants."""
+        before = set(self.completed_commits())
+
+        def new() -> list[str] | None:
+            fresh = [i for i in self.completed_commits() if i not in before and where(i)]
+            return fresh if len(fresh) >= more else None
+
+        return wait_until(new, timeout_s, f"{more} more commit(s)")  # type: ignore[no-any-return]
 
     def wait_offsets(self, expected: int, timeout_s: float) -> None:
         want = dict.fromkeys(range(self.partitions), expected)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -145,7 +144,7 @@ def test_tolerance_fail_stops_the_partition_at_the_bad_record(
         wait_until(failed_view, 30, "partition 0 shown as failed in /partitions", every_s=0.2)
         metrics = httpx.get(f"{participant.url}/metrics", timeout=5).text
         assert f'hudi_sink_partition_failed{{partition="0",topic="{pipeline.topic}"}} 1.0' in metrics
-        time.sleep(4)  # more transactions: still stopped there, nothing lost or skipped
+        pipeline.wait_commits(2)  # more transactions: still stopped there, nothing lost or skipped
         assert pipeline.latest_offsets()[0] == 100
     finally:
         pipeline.stop_all()

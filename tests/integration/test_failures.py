@@ -73,7 +73,7 @@ def test_participants_join_and_leave_without_aborts(
         pipeline.wait_ready(second, timeout_s=180)
         wait_until(lambda: httpx.get(f"{second.url}/partitions").json(), 60,
                    "partitions on the new participant")
-        time.sleep(6)
+        pipeline.wait_commits(2)  # transactions with both participants answering
         pipeline.kill(first, signal.SIGTERM)  # scale in cleanly
         assert first.process.returncode == 0
         assert producer.wait(timeout=120) == 0
@@ -135,11 +135,19 @@ def test_standby_takes_over_and_a_zombie_leader_cannot_commit(
         new_epoch = httpx.get(f"{standby.url}/transactions/current").json()["epoch"]
         assert new_epoch > epoch_before
         pipeline.produce(4_000)
-        time.sleep(10)
+
+        def epoch_of(instant: str) -> int:
+            extra = pipeline.commit_metadata(instant)["extraMetadata"]
+            return int(extra["hudi.sink.coordinator.epoch"])
+
+        pipeline.wait_commits(2, where=lambda instant: epoch_of(instant) >= new_epoch)
         first.process.send_signal(signal.SIGCONT)  # the zombie wakes up mid-transaction
 
         pipeline.wait_offsets(2_000, timeout_s=240)
-        time.sleep(8)
+        zombie_words = ("fenced", "lost leadership", "was claimed while")
+        wait_until(lambda: any(word in first.log_path.read_text() for word in zombie_words), 60,
+                   "the zombie to notice it no longer leads")
+        pipeline.wait_commits(1)  # the table moves on after the zombie acted on what it had
         _assert_exactly(pipeline, 8_000)
         # Commits after the freeze were decided by the new epoch or later; the only possible
         # exception is one the frozen leader had already decided (rolled forward, not redone).
@@ -148,7 +156,7 @@ def test_standby_takes_over_and_a_zombie_leader_cannot_commit(
                                              ["hudi.sink.coordinator.epoch"]) < new_epoch]
         assert len(old_epoch) <= 1 and (not old_epoch or old_epoch[0] == after[0])
         zombie_log = first.log_path.read_text()
-        assert any(word in zombie_log for word in ("fenced", "lost leadership", "was claimed while"))
+        assert any(word in zombie_log for word in zombie_words)
     finally:
         pipeline.stop_all()
 
@@ -168,11 +176,11 @@ def test_zombie_participant_cannot_get_a_file_into_the_table(
         # Past its 6 s session: its partitions move to the survivor, whose statuses win.
         wait_until(lambda: len(httpx.get(f"{survivor.url}/partitions").json()) == 4, 60,
                    "the survivor to own all partitions")
-        time.sleep(4)
+        pipeline.wait_commits(1)  # a transaction without the zombie
         zombie.process.send_signal(signal.SIGCONT)  # late flushes and statuses
         assert producer.wait(timeout=120) == 0
         pipeline.wait_offsets(2_000, timeout_s=240)
-        time.sleep(6)
+        pipeline.wait_commits(2)  # the zombie's late messages had transactions to hit
         _assert_exactly(pipeline, 8_000)
         assert pipeline.partition_files() <= pipeline.listed_files()
     finally:
