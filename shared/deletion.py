@@ -31,7 +31,6 @@ from aiokafka.structs import RecordMetadata, TopicPartition
 
 from shared.config import SinkConfig
 from shared.deletion_intent import (
-    DeletionDecodeError,
     DeletionIntentError,
     DeletionReason,
     IntentHeaders,
@@ -42,18 +41,7 @@ from shared.errors import HudiSinkBug
 from shared.kafka import consumer_options
 from shared.metrics import Metrics
 
-__all__ = [
-    "DeletionReason",
-    "PendingDelete",
-    "DeletionDecodeError",
-    "DeletionIntentError",
-    "IntentHeaders",
-    "IntentSender",
-    "KafkaDisposal",
-    "DeletionBacklog",
-    "intent_for_staged_file",
-]
-# The intent itself lives in shared.deletion_intent; re-exported so senders import one module.
+__all__ = ["IntentSender", "KafkaDisposal", "DeletionBacklog"]
 
 DEFAULT_SEND_TIMEOUT_S = 60.0
 """How long ``KafkaDisposal.before_decision`` waits for acks before refusing the change."""

@@ -41,7 +41,7 @@ from services.deleter.table_state import (
     own_instant,
     relative_path,
 )
-from shared.deletion import DeletionReason, PendingDelete
+from shared.deletion_intent import DeletionReason, PendingDelete
 from shared.fs import FileInfo
 
 __all__ = ["Outcome", "Decision", "decide"]

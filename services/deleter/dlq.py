@@ -23,7 +23,8 @@ from services.deleter.errors import ServiceUnavailable
 from services.deleter.rest import DlqEntry, ReplayResult
 from shared.clients import KafkaClientFactory
 from shared.config import SinkConfig
-from shared.deletion import DeletionDecodeError, IntentHeaders, IntentSender, PendingDelete
+from shared.deletion import IntentSender
+from shared.deletion_intent import DeletionDecodeError, IntentHeaders, PendingDelete
 from shared.errors import HudiSinkError
 from shared.hudi import layout
 

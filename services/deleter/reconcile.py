@@ -20,7 +20,8 @@ from services.deleter.errors import ServiceUnavailable
 from services.deleter.rest import OrphanView, ReconcileResult
 from services.deleter.table_state import own_instant, relative_path, scan_orphans
 from shared.config import DeletionConfig
-from shared.deletion import DeletionReason, IntentSender, PendingDelete
+from shared.deletion import IntentSender
+from shared.deletion_intent import DeletionReason, PendingDelete
 from shared.hudi.naming import parse_base_file_name
 
 __all__ = ["Reconciler"]

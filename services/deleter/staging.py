@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from services.deleter.context import Counted, DeleterContext
 from services.deleter.table_state import TEMP_PREFIX, TableSnapshot, relative_path
-from shared.deletion import DeletionReason, PendingDelete, intent_for_staged_file
+from shared.deletion_intent import DeletionReason, PendingDelete, intent_for_staged_file
 from shared.fs import FileInfo, FileSystem
 from shared.hudi.naming import is_instant_time
 

@@ -27,7 +27,8 @@ from services.deleter.schedule import Schedule
 from services.deleter.service import DeleterService
 from shared.broker import EmbeddedBroker
 from shared.config import SinkConfig
-from shared.deletion import DeletionReason, IntentSender, PendingDelete
+from shared.deletion import IntentSender
+from shared.deletion_intent import DeletionReason, PendingDelete
 from shared.fs import LocalFileSystem
 from shared.hudi.naming import base_file_name
 from shared.hudi.table import HudiTable

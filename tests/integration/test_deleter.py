@@ -26,7 +26,8 @@ from deleter_harness import (
 )
 
 from shared.broker import EmbeddedBroker
-from shared.deletion import DeletionReason, KafkaDisposal
+from shared.deletion import KafkaDisposal
+from shared.deletion_intent import DeletionReason
 from shared.hudi.naming import base_file_name
 
 pytestmark = pytest.mark.timeout(120)

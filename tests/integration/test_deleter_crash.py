@@ -19,7 +19,8 @@ from aiokafka import AIOKafkaProducer
 from deleter_harness import T1, T2, Table, committed_offsets, deleter, eventually, sink_config
 
 from shared.broker import EmbeddedBroker
-from shared.deletion import DeletionReason, IntentSender, PendingDelete
+from shared.deletion import IntentSender
+from shared.deletion_intent import DeletionReason, PendingDelete
 from shared.kafka import ensure_sink_topics, producer_options
 
 pytestmark = pytest.mark.timeout(180)

@@ -18,7 +18,8 @@ from deleter_harness import T1, Table, sink_config
 from services.coordinator.committer import TableCommitter
 from shared.broker import EmbeddedBroker, free_port
 from shared.config import KafkaConfig
-from shared.deletion import DeletionIntentError, DeletionReason, IntentSender, KafkaDisposal, PendingDelete
+from shared.deletion import IntentSender, KafkaDisposal
+from shared.deletion_intent import DeletionIntentError, DeletionReason, PendingDelete
 from shared.fs import LocalFileSystem
 from shared.hudi.naming import base_file_name
 from shared.hudi.table import HudiTable

@@ -11,7 +11,7 @@ from table_files import FS, abort, complete, write_file
 
 from services.deleter.decision import Outcome, decide
 from services.deleter.table_state import TableSnapshot, load_snapshot, scan_orphans
-from shared.deletion import (
+from shared.deletion_intent import (
     DeletionDecodeError,
     DeletionReason,
     IntentHeaders,

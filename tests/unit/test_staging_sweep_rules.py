@@ -25,7 +25,7 @@ from services.deleter.staging import (
 )
 from services.deleter.table_state import TableSnapshot, TableStateCache
 from shared.config import DeletionConfig
-from shared.deletion import DeletionReason, PendingDelete
+from shared.deletion_intent import DeletionReason, PendingDelete
 from shared.hudi.table import HudiTable
 from shared.metrics import Metrics
 
