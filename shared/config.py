@@ -167,7 +167,7 @@ class ClusteringConfig(_Section):
     """A table partition is clustered once it holds more small files than this."""
     small_file_bytes: int = Field(104857600, ge=1)
     target_file_bytes: int = Field(134217728, ge=1)
-    interval_s: float = Field(30, ge=0.1)
+    interval_s: float = Field(10, ge=0.1)
     """How often the leader looks for work (and runs cleaning and archival)."""
 
 

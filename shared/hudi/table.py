@@ -142,10 +142,15 @@ class HudiTable:
         return max(times, key=instant_key, default=None)
 
     def read_commit_metadata(self, instant: str) -> dict[str, Any]:
-        """The JSON of ``<T>.commit``; TableFormatError when missing or not JSON."""
+        """The JSON of ``<T>.commit`` (or of ``<T>.replacecommit``, a clustering instant's,
+        which lists its new files the same way); TableFormatError when missing or not JSON."""
         path = self.commit_path(instant)
         try:
-            data = orjson.loads(self.fs.read_bytes(path))
+            try:
+                data = orjson.loads(self.fs.read_bytes(path))
+            except FileNotFoundError:
+                path = self._timeline_path(instant, layout.REPLACE_ACTION)
+                data = orjson.loads(self.fs.read_bytes(path))
         except FileNotFoundError:
             raise TableFormatError(f"instant {instant} is not completed") from None
         except orjson.JSONDecodeError as exc:

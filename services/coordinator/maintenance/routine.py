@@ -11,6 +11,7 @@ logged and retried next interval; a fenced one waits for the next leadership.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from datetime import UTC, datetime
@@ -35,6 +36,8 @@ from shared.metrics import Metrics
 __all__ = ["MaintenanceRoutine"]
 
 log = logging.getLogger("hudi_sink.maintenance")
+
+WAKE_CHECK_S = 1.0
 
 
 class _MaintenanceMetrics:
@@ -80,14 +83,24 @@ class MaintenanceRoutine:
         self._wake.set()
 
     async def run(self) -> None:
+        """A pass every ``interval_s``, when asked, or as soon as the active timeline holds
+        more than ``archival.max_instants`` completed instants (checked every second from a
+        listing of ``.hoodie`` alone, so the bound holds between passes too)."""
+        last_pass = time.monotonic()
+        last_count = 0
         while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=self._cfg.clustering.interval_s)
-            except TimeoutError:
-                pass
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=WAKE_CHECK_S)
+            forced = self._wake.is_set()
             self._wake.clear()
             if not self._driver.is_leader or self._committer.epoch == 0:
                 continue
+            count = await asyncio.to_thread(self._active_count)
+            due = time.monotonic() - last_pass >= self._cfg.clustering.interval_s
+            over = self._cfg.archival.enabled and count > self._cfg.archival.max_instants
+            if not (forced or due or (over and count > last_count)):
+                continue
+            last_pass, last_count = time.monotonic(), count
             try:
                 await self.run_once()
                 self.last_error = None
@@ -99,6 +112,9 @@ class MaintenanceRoutine:
             except (HudiSinkError, OSError, ValueError) as exc:
                 log.exception("maintenance pass failed (retried next interval): %s", exc)
                 self.last_error = str(exc)
+
+    def _active_count(self) -> int:
+        return len(self._timeline.completed())
 
     def _next_instant(self) -> str:
         """A new instant time above every instant this leader made (event loop only, so
