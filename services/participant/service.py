@@ -71,7 +71,7 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         self.sender = Sender(role=Role.PARTICIPANT, id=uuid.uuid4().hex, host=socket.gethostname())
         self._fs = filesystem_for(config.table.base_path)
         self._table = HudiTable(self._fs, config.table.base_path)
-        self._writer = SparkWriter(config.spark, self._fs)
+        self._writer = SparkWriter(config.spark, self._fs, codec=config.table.parquet_codec)
         self._flusher = Flusher(config, self.schema, self._table, self._writer, self.metrics,
                                 self._faults, writer_nonce=secrets.randbelow(2**31), clock=clock)
         self._registry = PartitionRegistry(self._new_partition)
