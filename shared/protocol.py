@@ -8,6 +8,7 @@ unknown message types and other major protocol versions loudly.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -77,6 +78,11 @@ class PartitionOffset(_Model):
     topic: str
     partition: int = Field(ge=0)
     offset: int = Field(ge=0)
+
+    @classmethod
+    def list_of(cls, offsets: Mapping[PartitionKey, int]) -> list[PartitionOffset]:
+        """Offsets by partition key in wire form, sorted by partition."""
+        return [cls(topic=t, partition=p, offset=o) for (t, p), o in sorted(offsets.items())]
 
 
 class StagedFile(_Model):

@@ -91,12 +91,5 @@ def plan_commit(
         extra["hudi.sink.failed.partitions"] = "; ".join(failed)
     if carried:
         extra[CARRIED_KEY] = keys_text(carried)
-    return PlannedCommit(
-        metadata=build_commit_metadata(stats, extra),
-        moves=moves,
-        sizes=sizes,
-        offsets=offsets,
-        records=records,
-        dlq=dlq,
-        carried=carried,
-    )
+    return PlannedCommit(metadata=build_commit_metadata(stats, extra), moves=moves, sizes=sizes,
+                         offsets=offsets, records=records, dlq=dlq, carried=carried)

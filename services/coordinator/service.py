@@ -35,14 +35,13 @@ from services.coordinator.rest import (
     build_maintenance_router,
     build_router,
 )
-from services.coordinator.transaction import Outgoing, TransactionDriver
+from services.coordinator.transaction import DriverContext, Outgoing, TransactionDriver
 from shared.channel import ControlEndpoint
 from shared.clients import KafkaClientFactory
 from shared.config import SinkConfig
 from shared.deletion import DeletionBacklog, IntentSender, KafkaDisposal
 from shared.errors import ConfigError, FencedError, HudiSinkBug, HudiSinkError, TableFormatError
 from shared.faults import Faults
-from shared.fs import filesystem_for
 from shared.hudi.offsets import offsets_from_metadata
 from shared.hudi.table import HudiTable
 from shared.kafka import TopicAdmin
@@ -55,6 +54,7 @@ from shared.protocol import (
 )
 from shared.sink_log import EntryKind
 from shared.states import CoordinatorPhase, StateMachine
+from shared.storage import filesystem_for
 
 __all__ = ["CoordinatorService", "CoordinatorClients"]
 
@@ -87,12 +87,12 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         self._factory = clients if clients is not None else KafkaClientFactory(config)
         self.sender = Sender(role=Role.COORDINATOR, id=uuid.uuid4().hex, host=socket.gethostname())
         self.admin_url = admin_url
-        self._fs = filesystem_for(config.table.base_path)
+        self._fs = filesystem_for(config.table.base_path, config.table.storage_options)
         self._table = HudiTable(self._fs, config.table.base_path)
         self.committer = TableCommitter(self._fs, self._table, DirectDisposal(self._fs))
-        self.driver = TransactionDriver(
+        self.driver = TransactionDriver(DriverContext(
             config, self.schema, self._table, self.committer, self.metrics,
-            channel_send=self._channel_send, expected_partitions=self._expected_partitions)
+            channel_send=self._channel_send, expected_partitions=self._expected_partitions))
         self.maintenance = MaintenanceRoutine(config, self._table, self.committer, self.driver,
                                               self.metrics)
         self._inbox: asyncio.Queue[Envelope] = asyncio.Queue()

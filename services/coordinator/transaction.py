@@ -15,6 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from aiokafka.errors import KafkaError
@@ -42,7 +43,7 @@ from shared.protocol import (
 from shared.schema import TableSchema
 from shared.states import COORDINATOR_TRANSITIONS, CoordinatorPhase, StateMachine
 
-__all__ = ["TransactionDriver", "Outgoing", "Reply", "offsets_list"]
+__all__ = ["TransactionDriver", "DriverContext", "Outgoing", "Reply"]
 
 log = logging.getLogger("hudi_sink.coordinator")
 
@@ -57,32 +58,28 @@ COMMIT_REQUEST_WINDOW_S = 5.0
 starts this soon (it normally starts within milliseconds); it never lingers."""
 
 
-def offsets_list(offsets: dict[PartitionKey, int]) -> list[PartitionOffset]:
-    """Offsets in wire form, sorted by partition."""
-    return [PartitionOffset(topic=t, partition=p, offset=o) for (t, p), o in sorted(offsets.items())]
+@dataclass(frozen=True)
+class DriverContext:
+    """What a leader's transactions work with: the table, its committer, the control topic
+    (``channel_send``) and the data topics' partitions (``expected_partitions``)."""
+
+    config: SinkConfig
+    schema: TableSchema
+    table: HudiTable
+    committer: TableCommitter
+    metrics: Metrics
+    channel_send: ChannelSend
+    expected_partitions: ExpectedPartitions
 
 
 class TransactionDriver:
     """The open transaction and everything one leadership knows about transactions."""
 
-    def __init__(
-        self,
-        config: SinkConfig,
-        schema: TableSchema,
-        table: HudiTable,
-        committer: TableCommitter,
-        metrics: Metrics,
-        *,
-        channel_send: ChannelSend,
-        expected_partitions: ExpectedPartitions,
-    ) -> None:
-        self._config = config
-        self._schema = schema
-        self._table = table
-        self._committer = committer
-        self._metrics = metrics
-        self._channel_send = channel_send
-        self._expected_partitions = expected_partitions
+    def __init__(self, context: DriverContext) -> None:
+        self._ctx = context
+        self._config = context.config
+        self._committer = context.committer
+        self._metrics = context.metrics
         self.phase = StateMachine("coordinator", CoordinatorPhase.STANDBY, COORDINATOR_TRANSITIONS)
         self.current: CommitState | None = None
         self.committed_offsets: dict[PartitionKey, int] = {}
@@ -174,7 +171,7 @@ class TransactionDriver:
                    and tp.key() not in state.statuses]
         if not targets:
             return []
-        sends: list[Reply] = [(StartCommit(offsets=offsets_list(state.start_offsets),
+        sends: list[Reply] = [(StartCommit(offsets=PartitionOffset.list_of(state.start_offsets),
                                            targets=targets), None)]
         if self.phase.state is CoordinatorPhase.ENDED:
             sends.append((EndCommit(targets=targets), None))
@@ -190,7 +187,7 @@ class TransactionDriver:
         view = self.history.get(instant or "")
         same_epoch = envelope.coordinator_epoch == self._committer.epoch
         if view is not None and view.state == "committed" and same_epoch:
-            return [(AckCommit(offsets=offsets_list(self.committed_offsets)), instant)]
+            return [(AckCommit(offsets=PartitionOffset.list_of(self.committed_offsets)), instant)]
         return self._answer_ready([TopicPartition(topic=status.topic, partition=status.partition)])
 
     # --- the protocol step ----------------------------------------------------------------
@@ -269,7 +266,7 @@ class TransactionDriver:
             self._log_waiting(state, "no participant has announced a partition yet")
 
     async def _start_transaction(self) -> None:
-        expected = await self._expected_partitions()
+        expected = await self._ctx.expected_partitions()
         instant = next_instant_time(self.latest_instant, datetime.now(UTC))
         await asyncio.to_thread(self._committer.abort_foreign, None)
         await asyncio.to_thread(self._committer.start, instant)
@@ -284,7 +281,7 @@ class TransactionDriver:
             owners={k: v for k, v in self.owners.items() if k in expected},
         )
         self.phase.transition_to(CoordinatorPhase.STARTED, instant)
-        await self.send(StartCommit(offsets=offsets_list(start_offsets)))
+        await self.send(StartCommit(offsets=PartitionOffset.list_of(start_offsets)))
         log.info("started %s (epoch %d, %d partitions)", instant, self._committer.epoch, len(expected))
 
     async def _end_transaction(self) -> None:
@@ -326,13 +323,13 @@ class TransactionDriver:
                  offsets_text(planned.offsets),
                  f", carried {keys_text(planned.carried)}" if planned.carried else "",
                  duration)
-        await self.send(AckCommit(offsets=offsets_list(planned.offsets)), state.instant)
+        await self.send(AckCommit(offsets=PartitionOffset.list_of(planned.offsets)), state.instant)
 
     def _plan_commit(self, state: CommitState) -> PlannedCommit:
         topics = list(self._config.kafka.topics)
         return plan_commit(
             state,
-            schema_json=self._schema.avro_schema_json(),
+            schema_json=self._ctx.schema.avro_schema_json(),
             sink_name=self._config.name,
             topics=topics,
             unconfigured_offsets={k: o for k, o in self.committed_offsets.items()
@@ -373,7 +370,7 @@ class TransactionDriver:
             assert self.current is not None
             instant = self.current.instant
         try:
-            await self._channel_send(payload, instant, self._committer.epoch)
+            await self._ctx.channel_send(payload, instant, self._committer.epoch)
         except KafkaError as exc:
             log.warning("%s for %s not sent (heals by re-send): %r", payload.type.value, instant, exc)
 

@@ -28,12 +28,6 @@ from shared.dlq_headers import (
 __all__ = [
     "DeadLetter",
     "parse_headers",
-    "HEADER_SOURCE_TOPIC",
-    "HEADER_SOURCE_PARTITION",
-    "HEADER_SOURCE_OFFSET",
-    "HEADER_SOURCE_TIMESTAMP",
-    "HEADER_ERROR_CLASS",
-    "HEADER_ERROR_MESSAGE",
     "DLQ_HEADER_NAMES",
     "MAX_MESSAGE_CHARS",
 ]
@@ -82,16 +76,9 @@ class DeadLetter:
         value: bytes | None,
     ) -> DeadLetter:
         """Build the dead letter of a record the decoder rejected (key/value kept as-is)."""
-        return cls(
-            topic=topic,
-            partition=partition,
-            offset=offset,
-            timestamp_ms=timestamp_ms,
-            key=key,
-            value=value,
-            error_class=rejected.error_class,
-            message=truncate_text(rejected.message),
-        )
+        return cls(topic=topic, partition=partition, offset=offset, timestamp_ms=timestamp_ms,
+                   key=key, value=value, error_class=rejected.error_class,
+                   message=truncate_text(rejected.message))
 
     def headers(self) -> list[tuple[str, bytes]]:
         """Kafka headers (name, UTF-8 text), in :data:`DLQ_HEADER_NAMES` order."""
