@@ -102,8 +102,7 @@ class TableConfig(_Section):
     """Compression of the Parquet base files (seed ``parquet.codec``)."""
     kafka_metadata: bool = False
     """Add the record's Kafka coordinates as columns (seed ``connect.meta.data``)."""
-    storage_options: dict[str, str] = Field(default_factory=dict, repr=False)
-    """object_store keys as hudi-rs takes them, over AWS_* env; may hold credentials."""
+    storage_options: dict[str, str] = Field(default_factory=dict, repr=False)  # s3: see README
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

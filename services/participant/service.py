@@ -43,12 +43,12 @@ from services.participant.transaction import TransactionParticipant
 from shared.clients import KafkaClientFactory
 from shared.config import SinkConfig
 from shared.faults import Faults
-from shared.fs import filesystem_for
 from shared.hudi import layout
 from shared.hudi.table import HudiTable
 from shared.lifecycle import ServiceShell, kafka_prelude
 from shared.protocol import Role, Sender
-from shared.spark_writer import SparkWriter
+from shared.staging_upload import writer_for
+from shared.storage import filesystem_for
 
 __all__ = ["ParticipantService", "ParticipantClients"]
 
@@ -69,9 +69,9 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         self._clock = clock
         self.schema = config.table.table_schema()
         self.sender = Sender(role=Role.PARTICIPANT, id=uuid.uuid4().hex, host=socket.gethostname())
-        self._fs = filesystem_for(config.table.base_path)
+        self._fs = filesystem_for(config.table.base_path, config.table.storage_options)
         self._table = HudiTable(self._fs, config.table.base_path)
-        self._writer = SparkWriter(config.spark, self._fs, codec=config.table.parquet_codec)
+        self._writer = writer_for(config, self._fs, codec=config.table.parquet_codec)  # uploads to s3
         self._flusher = Flusher(config, self.schema, self._table, self._writer, self.metrics,
                                 self._faults, writer_nonce=secrets.randbelow(2**31), clock=clock)
         self._registry = PartitionRegistry(self._new_partition)

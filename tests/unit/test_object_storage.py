@@ -90,7 +90,7 @@ def test_probe_refuses_a_store_that_ignores_if_none_match(
     assert moto_s3.keys(s3_bucket, f"warehouse/orders/{PROBE_DIR}") == []
 
 
-@pytest.mark.parametrize("service", ["coordinator", "deleter"])
+@pytest.mark.parametrize("service", ["coordinator", "deleter", "participant"])
 def test_services_exit_2_on_a_store_without_conditional_writes(
         service: str, tmp_path: Path, moto_s3: MotoS3, s3_bucket: str,
         careless_store: IgnoringIfNoneMatch, caplog: pytest.LogCaptureFixture) -> None:
