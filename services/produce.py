@@ -32,7 +32,7 @@ DEFAULT_PARTITIONS = 4
 
 def synthetic_record(schema: TableSchema, run_id: str, n: int, rng: random.Random) -> dict[str, Any]:
     record: dict[str, Any] = {}
-    for column in schema.columns:
+    for column in schema.value_columns:
         if column.name == schema.record_key_field:
             record[column.name] = f"{run_id}-{n}" if column.kind is ColumnKind.STRING else n
         elif column.name == schema.partition_field:

@@ -178,6 +178,11 @@ class TableSchema:
                 raise SchemaError(f"{label} field {field!r} is not a column of table.schema", key)
         return cls(columns, record_key_field, partition_field, table_name, kafka_metadata)
 
+    @property
+    def value_columns(self) -> tuple[Column, ...]:
+        """The columns a record's value holds: all but the Kafka metadata columns."""
+        return self.columns[:-len(KAFKA_METADATA)] if self.kafka_metadata else self.columns
+
     def column(self, name: str) -> Column:
         for column in self.columns:
             if column.name == name:

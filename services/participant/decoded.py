@@ -15,7 +15,7 @@ from operator import itemgetter
 
 import pyarrow as pa
 
-from shared.schema import TableSchema
+from shared.schema import KAFKA_KEY, KAFKA_OFFSET, KAFKA_PARTITION, KAFKA_TIMESTAMP, KAFKA_TOPIC, TableSchema
 
 __all__ = [
     "Decoded",
@@ -23,6 +23,7 @@ __all__ = [
     "Skipped",
     "Rejected",
     "rows_to_arrow",
+    "add_kafka_metadata",
     "ERROR_CLASSES",
     "RECORD_TOO_LARGE",
     "INVALID_UTF8",
@@ -103,6 +104,19 @@ class Rejected:
 
 
 Decoded = Row | Skipped | Rejected
+
+
+def add_kafka_metadata(row: Row, topic: str, partition: int, offset: int,
+                       timestamp_ms: int | None, key: bytes | None) -> None:
+    """Fill the ``table.kafka_metadata`` columns of ``row`` with where its record came from
+    (the timestamp as UTC microseconds; none, or a negative one, is null; the key as UTF-8
+    text, undecodable bytes replaced)."""
+    values = row.values
+    values[KAFKA_TOPIC] = topic
+    values[KAFKA_PARTITION] = partition
+    values[KAFKA_OFFSET] = offset
+    values[KAFKA_TIMESTAMP] = timestamp_ms * 1000 if timestamp_ms is not None and timestamp_ms >= 0 else None
+    values[KAFKA_KEY] = None if key is None else bytes(key).decode("utf-8", "replace")
 
 
 def rows_to_arrow(rows: list[Row], schema: TableSchema) -> pa.Table:

@@ -69,13 +69,13 @@ class RecordDecoder:
         self._max_record_bytes = max_record_bytes
         self._plan = tuple(
             (column.name, *column_plan(column.name, column.kind), column.nullable)
-            for column in schema.columns
+            for column in schema.value_columns  # Kafka metadata columns are filled later
         )
-        self._names = tuple(column.name for column in schema.columns)
+        self._names = tuple(column.name for column in schema.value_columns)
         self._key = schema.record_key_field
         self._partition = schema.partition_field
         self._hive_style = hive_style
-        self._ncols = len(schema.columns)
+        self._ncols = len(schema.value_columns)
 
     @property
     def schema(self) -> TableSchema:

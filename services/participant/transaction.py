@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.participant.dead_letters import DeadLetter
-from services.participant.decoded import Rejected, Row, Skipped
+from services.participant.decoded import Rejected, Row, Skipped, add_kafka_metadata
 from services.participant.decoder import RecordDecoder
 from shared.protocol import StagedFile, WriteStatus
 from shared.states import PARTITION_TRANSITIONS, PartitionPhase, StateMachine
@@ -160,6 +160,9 @@ class TransactionParticipant:
                 continue  # already handled in this instant (re-fetch after a seek)
             result = self.decoder.decode(record.value)
             if isinstance(result, Row):
+                if self.decoder.schema.kafka_metadata:
+                    add_kafka_metadata(result, self.topic, self.partition, offset, record.timestamp,
+                                       record.key)
                 self.rows.append(result)
                 self.offsets.append(offset)
                 self.counters.unknown_fields += result.unknown_fields

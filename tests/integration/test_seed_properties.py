@@ -5,7 +5,8 @@ contract only (the ``hudi-sink`` CLI, the broker, the table read with hudi-rs).
 One pipeline proves several keys at once: path, table, database, partition field, topics,
 bootstrap servers, interval, write-status timeout, flush size, control topic name,
 ``parquet.codec=zstd`` (every base file's column chunks are ZSTD), ``hoodie.allow.empty.commit=true``
-(commits go on while nothing arrives) and ``tasks.max=4`` (ignored, with its reason logged);
+(commits go on while nothing arrives), ``connect.meta.data=true`` (each row's Kafka coordinates)
+and ``tasks.max=4`` (ignored, with its reason logged);
 name, record key, schema and Spark master come from the environment.
 """
 
@@ -45,6 +46,7 @@ flush.size=700
 control.topic.name={control_topic}
 parquet.codec=zstd
 hoodie.allow.empty.commit=true
+connect.meta.data=true
 # What the seed has no name for, as hudi-sink's own dotted keys
 kafka.session_timeout_ms=6000
 kafka.startup_timeout_s=30
@@ -91,6 +93,16 @@ def test_seed_properties_file_with_env_overrides_lands_an_exactly_once_zstd_tabl
         assert len(ids) == RECORDS and len(set(ids)) == RECORDS
         assert pipeline.committed_records() == RECORDS
         assert not pipeline.unlisted_completed_files()
+
+        # connect.meta.data=true: each row names its record; together they are every offset once.
+        rows = table.select(["_kafka_topic", "_kafka_partition", "_kafka_offset",
+                             "_kafka_timestamp", "_kafka_key"]).to_pylist()
+        assert {r["_kafka_topic"] for r in rows} == {pipeline.topic}
+        per_partition = RECORDS // pipeline.partitions
+        assert sorted((r["_kafka_partition"], r["_kafka_offset"]) for r in rows) == [
+            (p, o) for p in range(pipeline.partitions) for o in range(per_partition)]
+        assert all(r["_kafka_timestamp"] is not None for r in rows)
+        assert {r["_kafka_key"] for r in rows} == {None}  # hudi-sink produce sends no keys
 
         # parquet.codec=zstd: every column chunk of every base file.
         files = sorted(pipeline.partition_files())
