@@ -39,9 +39,19 @@ class Cleaner:
         committer.forward_actions[CLEAN_ACTION] = self.forward
 
     def plan(self, view: TableView, instant: str) -> CleanRecord | None:
+        """The next clean: files of cleanable groups no recorded clean covers yet (those are
+        with the deleter already). Recorded cleans whose files are all gone are dropped."""
+        on_disk = {f.path for f in view.replaced_files}
+        covered: set[str] = set()
+        for record in self._timeline.cleans():
+            if on_disk.isdisjoint(record.files):
+                self._timeline.remove_clean(record.instant)
+            else:
+                covered.update(record.files)
         retained_from = earliest_retained(view.completed, self._retained)
         groups = cleanable(view.replaced_by, retained_from)
-        files = [f for f in view.replaced_files if (f.partition, f.file_id) in groups]
+        files = [f for f in view.replaced_files
+                 if (f.partition, f.file_id) in groups and f.path not in covered]
         if not files or retained_from is None:
             return None
         used = sorted({(f.partition, f.file_id) for f in files})

@@ -141,12 +141,12 @@ class MaintenanceRoutine:
                                   self._schema.avro_schema_json())
                 view = await asyncio.to_thread(load_view, self._timeline)
         if self._cfg.cleaner.enabled:
-            record = self._cleaner.plan(view, self._next_instant())
+            record = await asyncio.to_thread(self._cleaner.plan, view, self._next_instant())
             if record is not None:
                 await self._timed("clean", record.instant, self._cleaner.run, record)
                 view = await asyncio.to_thread(load_view, self._timeline)
         if self._cfg.archival.enabled:
-            targets = self._archiver.plan(view)
+            targets = await asyncio.to_thread(self._archiver.plan, view)
             if targets:
                 instant = self._next_instant()
                 await self._timed("archive", instant, self._archiver.run, instant, targets)
