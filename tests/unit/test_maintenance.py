@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
-from test_committer_fencing import FS, Env, Staged, env  # noqa: F401  (fixture)
+from test_committer_fencing import DDL, FS, Env, Staged
 
 from services.coordinator.committer import TableCommitter
 from services.coordinator.maintenance.archival import Archiver
@@ -22,11 +22,22 @@ from services.coordinator.maintenance.cleaning import Cleaner
 from services.coordinator.maintenance.clustering import Clusterer
 from services.coordinator.maintenance.plan import plan_clustering
 from services.coordinator.maintenance.view import load_view
+from shared.config import TableConfig
 from shared.errors import FencedError
 from shared.hudi.layout import Instant, InstantState
 from shared.hudi.replace import ReplaceTimeline
+from shared.hudi.table import HudiTable
 
 T = [f"2025010100000{i:04d}" for i in range(1, 60)]
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Env:
+    """The committer tests' table (``test_committer_fencing.Env``), partitioned by country."""
+    base = tmp_path / "warehouse" / "orders"
+    config = TableConfig(base_path=str(base), name="orders", partition_field="country", schema=DDL)
+    HudiTable(FS, str(base)).initialize(config, config.table_schema())
+    return Env(base, config, config.table_schema())
 
 
 class RecordingDisposal:
