@@ -16,7 +16,7 @@ from tenacity import (
     RetryCallState,
     retry_if_exception,
     stop_after_attempt,
-    stop_after_delay,
+    stop_before_delay,
     wait_exponential,
 )
 from tenacity.stop import stop_base
@@ -49,7 +49,8 @@ def retrying(config: ServiceConfig, what: str, *, attempts: int | None = None,
         log.warning("%s: attempt %d failed, retrying in %.1f s: %s", what, state.attempt_number,
                     state.upcoming_sleep, error)
 
-    stop: stop_base = stop_after_delay(config.retry_timeout_ms / 1000)
+    # Never sleep into a next attempt that would start past the timeout.
+    stop: stop_base = stop_before_delay(config.retry_timeout_ms / 1000)
     if attempts is not None:
         stop = stop | stop_after_attempt(attempts)
     first = config.retry_backoff_ms / 1000

@@ -3,8 +3,10 @@
 Spark runs in worker threads (never on the event loop), at most ``MAX_CONCURRENT_FLUSHES``
 at once. Each flush is retried with back-off, since its rows exist only in memory; the
 caller decides what a flush that failed for good means for the partition (it gives the
-instant up). A flush for an instant its partition no longer holds is refused before it
-writes anything: nothing would ever list its files.
+instant up). The back-off is the process's retry policy (``shared.retry``: first wait
+``service.retry_backoff_ms``, doubling; given up after ``FLUSH_ATTEMPTS`` attempts or
+``service.retry_timeout_ms``, whichever comes first). A flush for an instant its partition
+no longer holds is refused before it writes anything: nothing would ever list its files.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from shared.faults import Faults
 from shared.hudi.table import HudiTable
 from shared.metrics import Metrics
 from shared.protocol import StagedFile
+from shared.retry import retrying
 from shared.schema import TableSchema
 from shared.spark_writer import SparkWriteError, SparkWriter, WrittenFile
 
@@ -33,8 +36,8 @@ log = logging.getLogger("hudi_sink.participant.flush")
 
 MAX_CONCURRENT_FLUSHES = 2
 FLUSH_ATTEMPTS = 4
-FLUSH_BACKOFF_S = (2.0, 4.0, 8.0)
-"""Waits between attempts (a Spark Connect restart or a driver rebuild takes seconds)."""
+"""At most this many attempts; the waits between them (a Spark Connect restart or a driver
+rebuild takes seconds) are 2, 4, 8 s with the default ``service.retry_backoff_ms``."""
 
 
 @dataclass(frozen=True)
@@ -112,13 +115,15 @@ class Flusher:
             staging_dir=staging,
             hive_style=cfg.table.hive_style_partitioning,
         )
-        for attempt in range(1, FLUSH_ATTEMPTS + 1):
-            if self.refuses(state, buffer.instant):
-                log.info("%s-%d: flush for finished instant %s refused", state.topic,
-                         state.partition, buffer.instant)
-                return None
-            started = self._clock()
-            try:
+        what = f"flush of {state.topic}-{state.partition} for {buffer.instant}"
+        async for attempt in retrying(cfg.service, what, attempts=FLUSH_ATTEMPTS,
+                                      on_failure=lambda _exc: self._metrics.flush_failed()):
+            with attempt:
+                if self.refuses(state, buffer.instant):
+                    log.info("%s-%d: flush for finished instant %s refused", state.topic,
+                             state.partition, buffer.instant)
+                    return None
+                started = self._clock()
                 # Planned anew on every attempt: fresh file ids, so a file an earlier
                 # attempt left behind can never collide with this one.
                 table, plans = await asyncio.to_thread(
@@ -131,13 +136,4 @@ class Flusher:
                         return None
                     written = await asyncio.to_thread(self._writer.write, table, plans, staging)
                 return written, self._clock() - started
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self._metrics.flush_failed()
-                if attempt == FLUSH_ATTEMPTS:
-                    raise
-                log.warning("flush attempt %d of %s-%d for %s failed, retrying: %s", attempt,
-                            state.topic, state.partition, buffer.instant, exc)
-                await asyncio.sleep(FLUSH_BACKOFF_S[attempt - 1])
         raise AssertionError("unreachable")
