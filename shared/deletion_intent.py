@@ -30,6 +30,7 @@ from shared.dlq_headers import (
 )
 from shared.errors import HudiSinkError
 from shared.hudi.naming import is_instant_time, parse_base_file_name
+from shared.object_store import is_object_store_uri
 
 __all__ = [
     "DeletionReason",
@@ -102,7 +103,7 @@ class PendingDelete(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> PendingDelete:
-        if not (self.file_path.startswith("/") or self.file_path.startswith("file://")):
+        if not (self.file_path.startswith(("/", "file://")) or is_object_store_uri(self.file_path)):
             raise ValueError(f"file_path must be absolute: {self.file_path!r}")
         _check_instant(self.file_instant, "file_instant")
         _check_instant(self.killing_instant, "killing_instant")

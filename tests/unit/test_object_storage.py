@@ -12,6 +12,7 @@ import yaml
 from s3_server import IgnoringIfNoneMatch, MotoS3
 
 from services.cli import main
+from shared.deletion_intent import DeletionReason, PendingDelete, intent_for_staged_file
 from shared.errors import ConfigError
 from shared.fs import LocalFileSystem
 from shared.object_store import (
@@ -106,3 +107,14 @@ def test_services_exit_2_on_a_store_without_conditional_writes(
     assert main([service, "--config", str(config), "--admin-port", "0"]) == 2
     assert "If-None-Match" in caplog.text and "table.base_path" in caplog.text
     assert moto_s3.storage_options()["aws_secret_access_key"] not in caplog.text
+
+
+def test_deletion_intents_name_object_store_paths() -> None:
+    base = "s3://warehouse/orders"
+    staged = f"{base}/.hoodie/.temp/20250101000000001/NL/f-0_0-0-1_20250101000000001.parquet"
+    intent = intent_for_staged_file(base, staged, "20250101000000001",
+                                    DeletionReason.ABORTED_INSTANT, not_before=0.0)
+    assert PendingDelete.decode(intent.encode()).file_path == staged
+    with pytest.raises(ValueError, match="absolute"):
+        intent_for_staged_file("warehouse", "warehouse/x.parquet", "20250101000000001",
+                               DeletionReason.ABORTED_INSTANT, not_before=0.0)
