@@ -61,6 +61,9 @@ class KafkaConfig(_Section):
     ssl_keyfile: str | None = None
     control_topic: str | None = Field(None, min_length=1)
     """The control topic's name (seed ``control.topic.name``); default ``<name>-control``."""
+    value_format: Literal["json", "connect_json"] = "json"
+    """Record values: a JSON object, or Kafka Connect's JSON envelope ``{"schema", "payload"}``
+    (seed ``value.converter.schemas.enable=true``)."""
 
     @field_validator("topics")
     @classmethod

@@ -150,10 +150,8 @@ SEED_KEYS: dict[str, SeedKey] = {
     "kafka.tls.certificate": SeedKey((("kafka", "ssl_cafile"),), _text,
                                      also={("kafka", "security_protocol"): "SSL"}),
     "value.converter": SeedKey((), _only(_JSON_CONVERTERS)),
-    "value.converter.schemas.enable": SeedKey((), _only({
-        "false": None,
-        "true": "the Kafka Connect JSON envelope ({\"schema\", \"payload\"}) is not decoded by "
-                "this release: values must be plain JSON objects"})),
+    "value.converter.schemas.enable": SeedKey((("kafka", "value_format"),),
+                                              lambda v: "connect_json" if _bool(v) else "json"),
     "enhanced.avro.schema.support": SeedKey((), _bool),
     "flush.size": SeedKey((("transaction", "flush_records"),), _int),
     "transaction.interval.ms": SeedKey((("transaction", "interval_ms"),), _int),

@@ -35,6 +35,7 @@ __all__ = [
     "INVALID_TIMESTAMP",
     "INVALID_DATE",
     "PARTITION_VALUE_TOO_LONG",
+    "NOT_AN_ENVELOPE",
 ]
 
 # Error classes: stable names, used as DLQ header values and metric labels.
@@ -48,6 +49,7 @@ TYPE_MISMATCH = "TypeMismatch"
 INVALID_TIMESTAMP = "InvalidTimestamp"
 INVALID_DATE = "InvalidDate"
 PARTITION_VALUE_TOO_LONG = "PartitionValueTooLong"
+NOT_AN_ENVELOPE = "NotAConnectEnvelope"
 
 
 #: Every ``Rejected.error_class`` the decoder can produce (e.g. to pre-register metrics).
@@ -63,6 +65,7 @@ ERROR_CLASSES = frozenset(
         INVALID_TIMESTAMP,
         INVALID_DATE,
         PARTITION_VALUE_TOO_LONG,
+        NOT_AN_ENVELOPE,
     }
 )
 

@@ -45,7 +45,7 @@ from services.participant.decoded import (
     Skipped,
     rows_to_arrow,
 )
-from services.participant.json_format import parse_object
+from services.participant.json_format import parse_connect_envelope, parse_object
 from shared.errors import InvalidPartitionValue
 from shared.hudi.naming import MAX_DIR_NAME_BYTES, partition_path
 from shared.schema import TableSchema
@@ -59,10 +59,10 @@ class RecordDecoder:
     """Decodes record values for one table schema; build once, reuse for every record."""
 
     __slots__ = ("_schema", "_max_record_bytes", "_plan", "_names", "_key", "_partition", "_hive_style",
-                 "_ncols")
+                 "_ncols", "_parse")
 
     def __init__(self, schema: TableSchema, max_record_bytes: int,
-                 *, hive_style: bool = False) -> None:
+                 *, hive_style: bool = False, connect_envelope: bool = False) -> None:
         if max_record_bytes < 1:
             raise ValueError("max_record_bytes must be at least 1")
         self._schema = schema
@@ -76,6 +76,7 @@ class RecordDecoder:
         self._partition = schema.partition_field
         self._hive_style = hive_style
         self._ncols = len(schema.value_columns)
+        self._parse = parse_connect_envelope if connect_envelope else parse_object
 
     @property
     def schema(self) -> TableSchema:
@@ -102,7 +103,9 @@ class RecordDecoder:
                 RECORD_TOO_LARGE,
                 f"value is {len(value)} bytes, over errors.max_record_bytes ({self._max_record_bytes})",
             )
-        obj = parse_object(value)
+        obj = self._parse(value)
+        if obj is None:  # a Connect envelope with a null payload
+            return _TOMBSTONE
         if isinstance(obj, Rejected):
             return obj
 

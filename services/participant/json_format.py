@@ -11,14 +11,18 @@ error path, so a valid record is parsed once.
 
 from __future__ import annotations
 
+from datetime import date, timedelta
 from typing import Any
 
 import orjson
 
 from services.participant.coercion import describe
-from services.participant.decoded import INVALID_JSON, INVALID_UTF8, NOT_AN_OBJECT, Rejected
+from services.participant.decoded import INVALID_JSON, INVALID_UTF8, NOT_AN_ENVELOPE, NOT_AN_OBJECT, Rejected
 
-__all__ = ["parse_object"]
+__all__ = ["parse_object", "parse_connect_envelope"]
+
+_CONNECT_DATE = "org.apache.kafka.connect.data.Date"
+_EPOCH_DAY = date(1970, 1, 1)
 
 
 def parse_object(value: bytes) -> dict[str, Any] | Rejected:
@@ -30,6 +34,36 @@ def parse_object(value: bytes) -> dict[str, Any] | Rejected:
     if type(obj) is not dict:
         return Rejected(NOT_AN_OBJECT, f"value must be a JSON object, got {describe(obj)}")
     return obj
+
+
+def parse_connect_envelope(value: bytes) -> dict[str, Any] | Rejected | None:
+    """Kafka Connect's ``JsonConverter`` with ``schemas.enable=true``: ``{"schema": …,
+    "payload": {…}}``. The payload is the record, decoded against ``table.schema`` like a plain
+    JSON object; ``None`` for a null payload (a tombstone). Connect's logical types arrive as
+    the decoder takes them (``Timestamp`` as epoch milliseconds) except ``Date`` (days since
+    the epoch), which the envelope's schema names and which is turned into an ISO date here."""
+    obj = parse_object(value)
+    if type(obj) is not dict:
+        return obj
+    if "payload" not in obj or "schema" not in obj:
+        return Rejected(NOT_AN_ENVELOPE, 'value must be a Kafka Connect JSON envelope {"schema": '
+                        '…, "payload": …} (kafka.value_format: connect_json), got the keys '
+                        f"{sorted(obj)[:5]}")
+    payload = obj["payload"]
+    if payload is None:
+        return None
+    if type(payload) is not dict:
+        return Rejected(NOT_AN_OBJECT, f"payload must be a JSON object, got {describe(payload)}")
+    schema = obj["schema"]
+    fields = schema.get("fields") if type(schema) is dict else None
+    if type(fields) is list:
+        for field in fields:
+            if type(field) is dict and field.get("name") == _CONNECT_DATE:
+                name = field.get("field")
+                days = payload.get(name) if type(name) is str else None
+                if type(days) is int and -719162 <= days <= 2932896:  # years 1..9999
+                    payload[name] = (_EPOCH_DAY + timedelta(days=days)).isoformat()
+    return payload
 
 
 def _undecodable(value: bytes, exc: orjson.JSONDecodeError) -> Rejected:

@@ -98,6 +98,7 @@ def test_full_seed_file_maps_onto_the_config(tmp_path: Path, caplog: pytest.LogC
     assert config.table.parquet_codec == "zstd"
     assert config.control_topic == "hudi-control-topic"
     assert config.transaction.write_status_timeout_ms == 120_000  # seconds, as Hudi's own key
+    assert config.kafka.value_format == "json"
     assert config.service.retry_timeout_ms == 90_000
     warned = caplog.text
     for key in IGNORED_KEYS:
@@ -136,7 +137,7 @@ def test_own_dotted_keys_and_json_values(tmp_path: Path) -> None:
     ("flush.size=many\n", "flush.size"),
     ("connect.meta.data=yes\n", "connect.meta.data"),
     ("value.converter=io.confluent.connect.avro.AvroConverter\n", "value.converter"),
-    ("value.converter.schemas.enable=true\n", "value.converter.schemas.enable"),
+    ("value.converter.schemas.enable=maybe\n", "value.converter.schemas.enable"),
     ("schemaprovider.class=org.apache.hudi.schema.FilebasedSchemaProvider\n", "schemaprovider.class"),
     ("coordinator.writestatus.timeout=soon\n", "coordinator.writestatus.timeout"),
 ])
@@ -209,3 +210,9 @@ def test_connect_meta_data_appends_the_kafka_columns_to_the_schema(tmp_path: Pat
     plain = load_config(_write(tmp_path, "connect.meta.data=false\n", "b.properties"),
                         environ={"HUDI_SINK__TABLE__SCHEMA": "id STRING, _kafka_offset BIGINT"})
     assert not plain.table.table_schema().kafka_metadata
+
+
+def test_schemas_enable_selects_the_connect_json_envelope(tmp_path: Path) -> None:
+    path = _write(tmp_path, "value.converter=org.apache.kafka.connect.json.JsonConverter\n"
+                            "value.converter.schemas.enable=true\n")
+    assert load_config(path, environ=SCHEMA_ENV).kafka.value_format == "connect_json"
