@@ -62,8 +62,7 @@ class KafkaConfig(_Section):
     control_topic: str | None = Field(None, min_length=1)
     """The control topic's name (seed ``control.topic.name``); default ``<name>-control``."""
     value_format: Literal["json", "connect_json"] = "json"
-    """Record values: a JSON object, or Kafka Connect's JSON envelope ``{"schema", "payload"}``
-    (seed ``value.converter.schemas.enable=true``)."""
+    """A JSON object, or Connect's ``{"schema", "payload"}`` (seed ``…schemas.enable=true``)."""
 
     @field_validator("topics")
     @classmethod
@@ -213,13 +212,11 @@ class ServiceConfig(_Section):
     """How every service process retries and stops."""
 
     retry_backoff_ms: int = Field(2000, ge=1)
-    """First wait between retries of a storage or Kafka operation (seed ``retry.backoff.ms``);
-    doubles per attempt up to 10 x."""
+    """First wait between retries (seed ``retry.backoff.ms``); doubles, at most 10x."""
     retry_timeout_ms: int = Field(60000, ge=0)
-    """Give up retrying an operation after this long (seed ``write.retry.timeout``)."""
+    """No retry starts after this long (seed ``write.retry.timeout``)."""
     shutdown_timeout_ms: int = Field(30000, ge=100)
-    """Graceful shutdown (finish work in hand, close clients) is bounded by this (seed
-    ``shutdown.timeout.ms``); what is left is cancelled."""
+    """Bound of graceful shutdown (seed ``shutdown.timeout.ms``); the rest is cancelled."""
 
 
 class SparkConfig(_Section):
@@ -397,7 +394,4 @@ def load_config(
         return config_from_mapping(file.data, base_dir=file.base_dir, environ=environ,
                                    overrides=overrides)
     except ConfigError as exc:
-        origin = file.origins.get(tuple(exc.key.split("."))) if exc.key else None
-        if origin is None or origin == exc.key:
-            raise
-        raise ConfigError(str(exc).removeprefix(f"{exc.key}: "), f"{origin} (→ {exc.key})") from None
+        raise file.named(exc) from None

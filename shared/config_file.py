@@ -27,6 +27,14 @@ class ConfigFile:
     warnings: list[str] = field(default_factory=list)
     """Keys accepted but ignored, each with the reason."""
 
+    def named(self, error: ConfigError) -> ConfigError:
+        """``error`` naming the properties key that set the YAML key at fault, when one did
+        (``transaction.interval.ms (→ transaction.interval_ms): …``)."""
+        origin = self.origins.get(tuple(error.key.split("."))) if error.key else None
+        if origin is None or origin == error.key:
+            return error
+        return ConfigError(str(error).removeprefix(f"{error.key}: "), f"{origin} (→ {error.key})")
+
 
 def read_config_file(path: str | Path) -> ConfigFile:
     """Read YAML, or (``*.properties``) Java properties with the Hudi Kafka Connect sink's key
