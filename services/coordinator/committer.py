@@ -170,8 +170,12 @@ class TableCommitter:
         pending = {i.time for i in instants} - completed
         latest = max(completed, default=None)
         for instant, record in sorted(state.decisions.items()):
-            if record.kind is EntryKind.COMMIT and not commit_finished(
-                    instant, completed, pending, latest):  # archived instants are finished
+            if record.kind is not EntryKind.COMMIT or instant in completed:
+                continue
+            # An older commit off the timeline was archived; decisions of other actions
+            # (clean, archive) are never on the timeline: rolling them forward is idempotent.
+            if (not commit_finished(instant, completed, pending, latest)
+                    or self._log.read_entry(record.seq).action != layout.COMMIT_ACTION):
                 self._roll_forward(record)
                 report.rolled_forward.append(instant)
         for instant in self._table.pending_instants():

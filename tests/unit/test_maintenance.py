@@ -190,3 +190,60 @@ def test_archival_keeps_every_row_and_waits_for_cleaned_files(env: Env) -> None:
     assert len(view.completed) == 4
     assert _read(env.base) == ids
     assert (env.base / ".hoodie" / ".sink" / "archived" / f"{T[6]}.replacecommit").exists()
+
+
+def _ready_to_clean(env: Env, committer: TableCommitter) -> tuple[ReplaceTimeline, Cleaner]:
+    _commit_small_files(env, committer, T[:4])
+    _cluster(env, committer, T[4])
+    _commit_small_files(env, committer, T[5:8])
+    timeline = ReplaceTimeline(env.table())
+    return timeline, Cleaner(committer, timeline, commits_retained=2)
+
+
+def test_zombie_cannot_record_a_clean(env: Env) -> None:
+    old = env.committer("old")
+    old.disposal = RecordingDisposal()
+    timeline, cleaner = _ready_to_clean(env, old)
+    record = cleaner.plan(load_view(timeline), T[8])
+    assert record is not None
+    env.committer("new")
+    with pytest.raises(FencedError):
+        cleaner.run(record)
+    assert timeline.cleans() == []
+
+
+def _crash(*_args: object) -> None:
+    raise OSError("crash")
+
+
+def test_crash_mid_clean_and_mid_archive_is_rolled_forward(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    committer = env.committer("a")
+    committer.disposal = RecordingDisposal()
+    timeline, cleaner = _ready_to_clean(env, committer)
+    ids = _read(env.base)
+    record = cleaner.plan(load_view(timeline), T[8])
+    assert record is not None
+    monkeypatch.setattr(ReplaceTimeline, "write_clean", _crash)
+    with pytest.raises(OSError):
+        cleaner.run(record)
+    monkeypatch.undo()
+    for f in record.files:  # the deleter acts on the acked intents once the clean is recorded
+        (env.base / f).unlink()
+    later = _commit_small_files(env, committer, T[9:15])
+    archiver = Archiver(committer, timeline, max_instants=10, min_instants=4, commits_retained=2)
+    targets = archiver.plan(load_view(timeline))
+    assert targets
+    monkeypatch.setattr(ReplaceTimeline, "archive", _crash)
+    with pytest.raises(OSError):
+        archiver.run(T[30], targets)
+    monkeypatch.undo()
+    successor = env.committer("b")
+    successor_timeline = ReplaceTimeline(env.table())
+    Clusterer(successor, successor_timeline, "snappy")
+    Cleaner(successor, successor_timeline, commits_retained=2)
+    Archiver(successor, successor_timeline, max_instants=10, min_instants=4, commits_retained=2)
+    report = successor.recover()
+    assert T[30] in report.rolled_forward
+    assert [r.instant for r in successor_timeline.cleans()] == [T[8]]
+    assert len(successor_timeline.completed()) == 4
+    assert _read(env.base) == sorted(ids + later)  # every row once (ids repeat per batch)
