@@ -35,6 +35,8 @@ __all__ = ["Rate", "consume_only", "arrow_baseline"]
 class Rate:
     records: int
     seconds: float
+    cpu_seconds: float = 0.0
+    """CPU of this process meanwhile (the broker's is not counted)."""
 
     @property
     def rps(self) -> float:
@@ -54,14 +56,14 @@ async def _read_all(bootstrap: str, topic: str, records: int,
         consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)
         seen = 0
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         while seen < records:
             batches = await consumer.getmany(timeout_ms=200, max_records=20000)
             for ktp, batch in batches.items():
                 seen += len(batch)
                 handle(ktp.partition, batch)
         finish()
-        return Rate(seen, time.perf_counter() - started)
+        return Rate(seen, time.perf_counter() - started, time.process_time() - cpu_started)
     finally:
         await consumer.stop()
 

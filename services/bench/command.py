@@ -77,6 +77,7 @@ async def _measure(opts: BenchOptions, work: Path) -> dict[str, Any]:
 
         rate = await consume_only(broker.bootstrap, topic, opts.records)
         result["consume_only_rps"] = round(rate.rps)
+        result["consume_only_cpu_us_per_record"] = round(rate.cpu_seconds * 1e6 / rate.records, 1)
         _say(f"consume only: {rate.rps:,.0f} records/s")
 
         schema = TableSchema.parse(BENCH_SCHEMA, table_name="bench", record_key_field="id",
@@ -84,6 +85,7 @@ async def _measure(opts: BenchOptions, work: Path) -> dict[str, Any]:
         rate = await arrow_baseline(broker.bootstrap, topic, opts.records, schema,
                                     opts.flush_records or DEFAULT_FLUSH_RECORDS, work)
         result["arrow_baseline_rps"] = round(rate.rps)
+        result["arrow_baseline_cpu_us_per_record"] = round(rate.cpu_seconds * 1e6 / rate.records, 1)
         _say(f"consume + decode + pyarrow Parquet: {rate.rps:,.0f} records/s")
 
         runs: list[SinkResult] = []
@@ -99,6 +101,8 @@ async def _measure(opts: BenchOptions, work: Path) -> dict[str, Any]:
                 "committed_records": outcome.committed_records,
                 "commit_latencies_s": outcome.commit_latencies_s,
                 "peak_rss_mb": outcome.peak_rss_mb, "hwm_rss_mb": outcome.hwm_rss_mb,
+                "participant_cpu_s": outcome.cpu_seconds,
+                "participant_cpu_us_per_record": round(outcome.cpu_seconds * 1e6 / opts.records, 1),
             }
             if outcome.committed_records != opts.records:
                 log.warning("%d participant(s): %d records committed, %d produced", count,

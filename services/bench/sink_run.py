@@ -65,6 +65,9 @@ class SinkResult:
     """Per participant: the highest sampled RSS of its process tree."""
     hwm_rss_mb: list[float] = field(default_factory=list)
     """Per participant: the sum of each of its processes' own peak (VmHWM), an upper bound."""
+    cpu_seconds: float = 0.0
+    """CPU the participants used from the coordinator's start to the final commit: unlike
+    wall time, barely moved by other load on the machine."""
 
     @property
     def rps(self) -> float:
@@ -95,6 +98,17 @@ class _Process:
                 with contextlib.suppress(psutil.Error):
                     total += child.memory_info().rss
             self.peak_rss = max(self.peak_rss, total / 2**20)
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU of the process tree so far (Python and the Spark JVM)."""
+        total = 0.0
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(self.popen.pid)
+            for proc in [root, *root.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    times = proc.cpu_times()
+                    total += times.user + times.system
+        return total
 
     def hwm_rss(self) -> float:
         total = 0.0
@@ -153,10 +167,12 @@ class SinkRun:
             for proc in procs:
                 await self._wait_ready(proc)
             tail = asyncio.create_task(self._tail_control())
+            cpu_before = sum(p.cpu_seconds() for p in procs)
             coordinator = _Process("coordinator", self.config, self.work / f"{self.name}-c.log")
             procs.append(coordinator)
             await self._wait_ready(coordinator)
             final = await self._wait_final_commit(procs)
+            cpu = sum(p.cpu_seconds() for p in procs if p.role == "participant") - cpu_before
             await asyncio.sleep(0.5)  # let the tail see the last END_COMMIT
             committed = await self._committed_records(coordinator)
         finally:
@@ -168,9 +184,10 @@ class SinkRun:
             hwm = [p.hwm_rss() for p in procs if p.role == "participant"]
             for proc in procs:
                 proc.stop()
-        return self._result(final, committed, procs, hwm)
+        return self._result(final, committed, procs, hwm, cpu)
 
-    def _result(self, final: str, committed: int, procs: list[_Process], hwm: list[float]) -> SinkResult:
+    def _result(self, final: str, committed: int, procs: list[_Process], hwm: list[float],
+                cpu: float) -> SinkResult:
         first_start = min(self.starts.values())
         end = self._commit_mtime(final)
         latencies = [self._commit_mtime(t) - at for t, at in sorted(self.ends.items())
@@ -184,6 +201,7 @@ class SinkRun:
             commit_latencies_s=[round(x, 3) for x in latencies],
             peak_rss_mb=[round(p.peak_rss, 1) for p in procs if p.role == "participant"],
             hwm_rss_mb=[round(x, 1) for x in hwm],
+            cpu_seconds=round(cpu, 2),
         )
 
     def _commit_file(self, instant: str) -> Path:
