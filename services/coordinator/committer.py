@@ -186,6 +186,14 @@ class TableCommitter:
         self._clean_staging(exclude=set())
         return report
 
+    def roll_forward(self, instant: str) -> bool:
+        """Finish ``instant`` if the log decided COMMIT for it (False: it did not)."""
+        record = self.refresh().decisions.get(instant)
+        if record is None or record.kind is not EntryKind.COMMIT:
+            return False
+        self._roll_forward(record)
+        return True
+
     def _roll_forward(self, record: DecisionRecord) -> None:
         entry = self._log.read_entry(record.seq)  # kept: the trim never passes an unfinished COMMIT
         if entry.instant != record.instant or entry.metadata is None:

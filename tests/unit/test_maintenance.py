@@ -247,3 +247,20 @@ def test_crash_mid_clean_and_mid_archive_is_rolled_forward(env: Env, monkeypatch
     assert [r.instant for r in successor_timeline.cleans()] == [T[8]]
     assert len(successor_timeline.completed()) == 4
     assert _read(env.base) == sorted(ids + later)  # every row once (ids repeat per batch)
+
+
+def test_next_pass_finishes_or_rolls_back_a_pending_replacecommit(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    committer = env.committer("a")
+    ids = _commit_small_files(env, committer, T[:4])
+    monkeypatch.setattr(ReplaceTimeline, "complete", _crash)
+    with pytest.raises(OSError):
+        _cluster(env, committer, T[4])  # decided, not completed
+    monkeypatch.undo()
+    timeline = ReplaceTimeline(env.table())
+    assert Clusterer(committer, timeline, "snappy").recover() == []
+    assert timeline.path_exists_completed(T[4])
+    timeline.start(T[5])  # a zombie's replacecommit, never decided
+    assert Clusterer(committer, timeline, "snappy").recover() == [T[5]]
+    assert timeline.pending() == []
+    assert _read(env.base) == ids

@@ -109,11 +109,12 @@ class Clusterer:
             self._timeline.complete(entry.instant, entry.metadata)
 
     def recover(self) -> list[str]:
-        """Roll back every pending replacecommit that was never decided (after ``recover``
-        of the committer rolled the decided ones forward)."""
+        """Finish every pending replacecommit: roll a decided one forward (a pass that failed
+        after its decision), roll back one never decided (an interrupted pass, or a fenced
+        zombie's). Runs before each pass, when no clustering of this leader is in flight."""
         rolled_back = []
         for instant in self._timeline.pending():
-            if not self._committer.state.committed(instant):
-                self.roll_back(instant, "clustering interrupted (recovered by a new epoch)")
+            if not self._committer.roll_forward(instant):
+                self.roll_back(instant, "clustering interrupted (no decision)")
                 rolled_back.append(instant)
         return rolled_back

@@ -74,7 +74,6 @@ class MaintenanceRoutine:
         self._schema = config.table.table_schema()
         self._metrics = _MaintenanceMetrics(metrics)
         self._wake = asyncio.Event()
-        self._recovered_epoch = 0
         self.last: dict[str, dict[str, Any]] = {}
         self.last_error: str | None = None
         self.stats: dict[str, Any] = {}
@@ -124,10 +123,7 @@ class MaintenanceRoutine:
         return instant
 
     async def run_once(self) -> None:
-        epoch = self._committer.epoch
-        if self._recovered_epoch != epoch:
-            await asyncio.to_thread(self._clusterer.recover)
-            self._recovered_epoch = epoch
+        await asyncio.to_thread(self._clusterer.recover)
         view = await asyncio.to_thread(load_view, self._timeline)
         self._observe(view)
         clustering = self._cfg.clustering
