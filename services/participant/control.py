@@ -36,7 +36,6 @@ log = logging.getLogger("hudi_sink.participant")
 class ControlHandler:
     def __init__(self, runtime: Runtime, intake: Intake, reporter: Reporter) -> None:
         self._rt = runtime
-        self._consumer = runtime.clients.consumer
         self._intake = intake
         self._reporter = reporter
         self._epochs = reporter.epochs
@@ -71,7 +70,7 @@ class ControlHandler:
         return [active[t.key()] for t in targets if t.key() in active]
 
     def _on_start(self, instant: str, epoch: int, start: StartCommit) -> None:
-        consumer = self._consumer
+        consumer = self._rt.clients.consumer
         active = self._rt.registry.active
         if epoch > self._epochs.announced and active:
             # A new leader forgot who owns what: tell it (it waits for an owner before
@@ -117,7 +116,7 @@ class ControlHandler:
             self._reporter.announce_soon(unknown)
 
     def _on_ack(self, instant: str, ack: AckCommit) -> None:
-        consumer = self._consumer
+        consumer = self._rt.clients.consumer
         offsets = {(o.topic, o.partition): o.offset for o in ack.offsets}
         to_commit: dict[KafkaTopicPartition, OffsetAndMetadata] = {}
         for state in self._rt.registry.active.values():
@@ -137,6 +136,6 @@ class ControlHandler:
         """Consumer-group offsets follow Hudi commits, so lag tools see the truth. They are
         never read back for correctness (the table's offsets are)."""
         try:
-            await self._consumer.commit(offsets)
+            await self._rt.clients.consumer.commit(offsets)
         except Exception as exc:  # noqa: BLE001 - informational only; a rebalance may race
             log.debug("group offset commit skipped: %s", exc)

@@ -27,6 +27,7 @@ from services.participant.flusher import MAX_CONCURRENT_FLUSHES, Flusher
 from services.participant.reports import Reporter
 from services.participant.runtime import Runtime
 from services.participant.transaction import PendingBuffer, TransactionParticipant
+from shared.partition_key import PartitionKey
 from shared.protocol import TopicPartition
 from shared.states import PartitionPhase
 
@@ -60,7 +61,7 @@ class Intake:
         self._consumer = runtime.clients.consumer
         self._flusher = flusher
         self._reporter = reporter
-        self._reports: dict[tuple[str, int], asyncio.Task[Any]] = {}
+        self._reports: dict[PartitionKey, asyncio.Task[Any]] = {}
         """The running END report of each partition (at most one)."""
 
     # --- the data routine ------------------------------------------------------------------

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.participant.dead_letters import DeadLetter
-from services.participant.decoded import Rejected, Row, Skipped, add_kafka_metadata
+from services.participant.decoded import Deferred, Rejected, Row, Skipped, add_kafka_metadata
 from services.participant.decoder import RecordDecoder
+from shared.partition_key import PartitionKey
 from shared.protocol import StagedFile, WriteStatus
 from shared.states import PARTITION_TRANSITIONS, PartitionPhase, StateMachine
 
@@ -102,7 +103,7 @@ class TransactionParticipant:
         return self.phase_machine.state
 
     @property
-    def key(self) -> tuple[str, int]:
+    def key(self) -> PartitionKey:
         return (self.topic, self.partition)
 
     # --- decisions --------------------------------------------------------------------
@@ -168,6 +169,11 @@ class TransactionParticipant:
                 self.counters.unknown_fields += result.unknown_fields
             elif isinstance(result, Skipped):
                 self.counters.skipped += 1
+            elif isinstance(result, Deferred):
+                # Good data that cannot be decoded now: stop before it (the intake seeks back
+                # and pauses the partition); nothing past it is accepted or committed.
+                self.deferred = result.reason
+                return
             elif isinstance(result, Rejected):
                 if self.fail_on_error:
                     self.failure = (
