@@ -1,5 +1,5 @@
 """Timeline archival: keep the active timeline bounded (archive to ``min_instants`` once it
-holds more than ``max_instants`` completed instants).
+holds ``max_instants`` completed instants).
 
 Archived instants' timeline files move to ``.hoodie/.sink/archived/`` (Hudi's Avro
 ``.hoodie/archived/`` format is not written; see ``shared.hudi.replace``). Readers count base

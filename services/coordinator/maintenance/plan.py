@@ -76,14 +76,15 @@ def archivable(completed: list[str], pending: Collection[str], *, max_instants: 
                replace_pinned: Collection[str]) -> list[str]:
     """The oldest completed instants to archive (a prefix of ``completed``, oldest first).
 
-    Only once more than ``max_instants`` are active, down to ``min_instants``; never past a
+    Once ``max_instants`` are active (so the next commit never finds more), down to
+    ``min_instants``; never past a
     pending instant (its files would count as committed once older than the active timeline),
     never past the earliest retained instant, never past a replacecommit in
     ``replace_pinned`` (a file it replaced still exists: archiving it would show that file
     again).
     """
     ordered = sorted(completed, key=instant_key)
-    if len(ordered) <= max_instants:
+    if len(ordered) < max_instants:
         return []
     limit = len(ordered) - min_instants
     first_pending = min((instant_key(p) for p in pending), default=None)

@@ -83,8 +83,8 @@ class MaintenanceRoutine:
 
     async def run(self) -> None:
         """A pass every ``interval_s``, when asked, or as soon as the active timeline holds
-        more than ``archival.max_instants`` completed instants (checked every second from a
-        listing of ``.hoodie`` alone, so the bound holds between passes too)."""
+        ``archival.max_instants`` completed instants (checked every second from a listing of
+        ``.hoodie`` alone, so the bound holds between passes too)."""
         last_pass = time.monotonic()
         last_count = 0
         while True:
@@ -96,7 +96,7 @@ class MaintenanceRoutine:
                 continue
             count = await asyncio.to_thread(self._active_count)
             due = time.monotonic() - last_pass >= self._cfg.clustering.interval_s
-            over = self._cfg.archival.enabled and count > self._cfg.archival.max_instants
+            over = self._cfg.archival.enabled and count >= self._cfg.archival.max_instants
             if not (forced or due or (over and count > last_count)):
                 continue
             last_pass, last_count = time.monotonic(), count
