@@ -1,8 +1,9 @@
 """One filesystem interface for all table I/O.
 
-Every byte the sink puts into (or reads from) a Hudi table goes through :class:`FileSystem`, so
-an object-store implementation (S3, GCS, ABFS) can be added later without touching the table
-code. The interface is deliberately small and maps onto object-store primitives:
+Every byte the sink puts into (or reads from) a Hudi table goes through :class:`FileSystem`:
+:class:`LocalFileSystem` here, ``shared.object_store.ObjectStoreFileSystem`` for S3 (GCS, ABFS
+untested), picked by ``shared.storage.filesystem_for``. The interface is deliberately small and
+maps onto object-store primitives:
 
 - ``write_atomic``  -> one PUT (readers never see a partial object),
 - ``create_exclusive`` -> PUT with ``If-None-Match: *`` (the fencing primitive: the second
@@ -366,10 +367,11 @@ class LocalFileSystem:
 
 
 def filesystem_for(base_path: str) -> FileSystem:
-    """The FileSystem for a table location; only local paths and ``file://`` for now.
+    """The LocalFileSystem for a local path or ``file://`` (object stores:
+    ``shared.storage.filesystem_for``).
 
-    Anything else fails at start with a ConfigError naming the config key, instead of writing
-    a table into a local directory literally called ``s3:``.
+    Any other scheme fails at start with a ConfigError naming the config key, instead of
+    writing a table into a local directory literally called ``hdfs:``.
     """
     if not base_path:
         raise ConfigError("must not be empty", "table.base_path")
@@ -382,7 +384,8 @@ def filesystem_for(base_path: str) -> FileSystem:
     if "://" in base_path:
         scheme = base_path.split("://", 1)[0]
         raise ConfigError(
-            f"unsupported storage scheme {scheme!r} (only local paths and file:// are supported)",
+            f"unsupported storage scheme {scheme!r} (supported: local paths, file://, s3://; "
+            "gs://, az://, abfs:// untested)",
             "table.base_path",
         )
     return LocalFileSystem()

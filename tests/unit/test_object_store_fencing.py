@@ -13,7 +13,9 @@ import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 from s3_server import MotoS3
 
+from services.cli import main
 from services.coordinator.committer import DirectDisposal, TableCommitter
+from services.table_cmd import read_rows, table_history, table_summary
 from shared.config import TableConfig
 from shared.errors import FencedError
 from shared.hudi import (
@@ -98,6 +100,16 @@ def test_a_zombie_commit_is_refused_by_the_store(s3_table: S3Table) -> None:
     successor.commit(T2, metadata2, [move2])
     assert s3_table.read_ids() == ["c"]
     assert HudiTable(s3_table.fs, s3_table.base).completed_commits() == [T2]
+    # What an operator sees: hudi-sink table show|history|read on the s3:// path.
+    options = s3_table.server.storage_options()
+    summary = table_summary(s3_table.base, options=options)
+    assert (summary["commits"], summary["total_records"], summary["latest_commit"]) == (1, 1, T2)
+    assert [(h["commit_time"], h["state"]) for h in table_history(s3_table.base, options)] == [
+        (T2, "committed"), (T1, "rolled_back")]
+    assert read_rows(s3_table.base, options=options).column("id").to_pylist() == ["c"]
+    args = [f"--storage-option={k}={v}" for k, v in options.items()]
+    assert main(["table", "read", "--path", s3_table.base, "--json", *args]) == 0
+    assert main(["table", "show", "--path", s3_table.base, "--storage-option", "nonsense"]) == 2
 
 
 def test_a_decided_commit_is_rolled_forward_by_the_successor(
