@@ -182,7 +182,9 @@ class CleanerConfig(_Section):
 class ArchivalConfig(_Section):
     """Timeline archival (Hudi's defaults: archive down to 20 once over 30 instants)."""
 
-    enabled: bool = True
+    enabled: bool = False
+    """Off until the deleter counts base files older than the active timeline as committed
+    (else its orphan scan would take archived instants' files for orphans)."""
     max_instants: int = Field(30, ge=2)
     min_instants: int = Field(20, ge=1)
 
