@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from shared.config_file import read_config_file
+from shared.config_sections import AvroConfig, ServiceConfig
 from shared.errors import ConfigError
 from shared.schema import TableSchema
 
@@ -61,7 +62,7 @@ class KafkaConfig(_Section):
     ssl_keyfile: str | None = None
     control_topic: str | None = Field(None, min_length=1)
     """The control topic's name (seed ``control.topic.name``); default ``<name>-control``."""
-    value_format: Literal["json", "connect_json"] = "json"
+    value_format: Literal["json", "connect_json", "avro"] = "json"
     """A JSON object, or Connect's ``{"schema", "payload"}`` (seed ``…schemas.enable=true``)."""
 
     @field_validator("topics")
@@ -210,17 +211,6 @@ class AdminConfig(_Section):
     (``hudi-sink dev``, tests on a trusted machine). Ignored when ``token`` is set."""
 
 
-class ServiceConfig(_Section):
-    """How every service process retries and stops."""
-
-    retry_backoff_ms: int = Field(2000, ge=1)
-    """First wait between retries (seed ``retry.backoff.ms``); doubles, at most 10x."""
-    retry_timeout_ms: int = Field(60000, ge=0)
-    """No retry starts after this long (seed ``write.retry.timeout``)."""
-    shutdown_timeout_ms: int = Field(30000, ge=100)
-    """Bound of graceful shutdown (seed ``shutdown.timeout.ms``); the rest is cancelled."""
-
-
 class SparkConfig(_Section):
     """The participant's SparkSession."""
 
@@ -255,6 +245,7 @@ class SinkConfig(_Section):
     deletion: DeletionConfig = Field(default_factory=DeletionConfig)
     admin: AdminConfig = Field(default_factory=AdminConfig)
     service: ServiceConfig = Field(default_factory=ServiceConfig)
+    avro: AvroConfig = Field(default_factory=AvroConfig)
     spark: SparkConfig = Field(default_factory=SparkConfig)
     maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
 

@@ -112,12 +112,25 @@ def _refuse(reason: str) -> Callable[[str], Any]:
     return refuse
 
 
-_JSON_CONVERTERS = {
-    "org.apache.kafka.connect.json.JsonConverter": None,
+_CONVERTERS = {
+    "org.apache.kafka.connect.json.JsonConverter": None,  # value_format from schemas.enable
     "org.apache.kafka.connect.storage.StringConverter": None,
-    "io.confluent.connect.avro.AvroConverter": (
-        "Avro values are not decoded by this release (JSON only); see the README's seed table"),
+    "io.confluent.connect.avro.AvroConverter": "avro",
 }
+
+
+def _converter(value: str) -> str | None:
+    """``kafka.value_format`` of a Connect value converter (None: set by schemas.enable)."""
+    if value.strip() not in _CONVERTERS:
+        raise ValueError(f"{value!r} is not supported (accepted: {', '.join(_CONVERTERS)})")
+    return _CONVERTERS[value.strip()]
+
+
+def _user_info(value: str) -> dict[str, str]:
+    user, sep, password = value.partition(":")
+    if not sep or not user:
+        raise ValueError("expected user:password")
+    return {"registry_username": user, "registry_password": password}
 
 
 @dataclass(frozen=True)
@@ -149,7 +162,7 @@ SEED_KEYS: dict[str, SeedKey] = {
     "kafka.bootstrap.servers": SeedKey((("kafka", "bootstrap_servers"),), _text),
     "kafka.tls.certificate": SeedKey((("kafka", "ssl_cafile"),), _text,
                                      also={("kafka", "security_protocol"): "SSL"}),
-    "value.converter": SeedKey((), _only(_JSON_CONVERTERS)),
+    "value.converter": SeedKey((("kafka", "value_format"),), _converter),
     "value.converter.schemas.enable": SeedKey((("kafka", "value_format"),),
                                               lambda v: "connect_json" if _bool(v) else "json"),
     "enhanced.avro.schema.support": SeedKey((), _bool),
@@ -166,6 +179,13 @@ SEED_KEYS: dict[str, SeedKey] = {
 }
 """Seed key → what it sets. ``enhanced.avro.schema.support`` is checked as a boolean and has no
 effect (it changes how Connect's Avro converter names enums and unions; values are JSON)."""
+
+CONVERTER_KEYS: dict[str, SeedKey] = {
+    "value.converter.schema.registry.url": SeedKey((("avro", "registry_url"),), _text),
+    "value.converter.basic.auth.user.info": SeedKey((("avro",),), _user_info),
+}
+"""Kafka Connect's own keys of the Avro converter (not in the seed's list, but in every file
+that uses it)."""
 
 IGNORED_KEYS: dict[str, str] = {
     "connector.class": "hudi-sink runs as its own services (hudi-sink coordinator/participant/"
@@ -220,7 +240,7 @@ def translate(properties: Mapping[str, str]) -> SeedTranslation:
         if key in IGNORED_KEYS:
             warnings.append(f"{key} is ignored: {IGNORED_KEYS[key]}")
             continue
-        seed = SEED_KEYS.get(key)
+        seed = SEED_KEYS.get(key) or CONVERTER_KEYS.get(key)
         if seed is None:
             if key.split(".", 1)[0] not in OWN_SECTIONS:
                 raise ConfigError("unknown key (neither a Hudi Kafka Connect sink key nor a "
@@ -239,7 +259,14 @@ def translate(properties: Mapping[str, str]) -> SeedTranslation:
             raise ConfigError(str(exc), key) from None
         if key == "enhanced.avro.schema.support":
             warnings.append(f"{key} has no effect: values are JSON, enums are strings")
-        for path in seed.path:
+        for path in seed.path if value is not None else ():
+            if isinstance(value, dict):  # one key setting several (user:password)
+                for name, item in value.items():
+                    _set(data, (*path, name), item)
+                    origins[(*path, name)] = key
+                continue
+            if path == ("kafka", "value_format") and path in origins and value != "avro":
+                continue  # JsonConverter leaves the format to schemas.enable
             _set(data, path, value)
             origins[path] = key
         for path, implied_value in seed.also.items():

@@ -36,6 +36,9 @@ __all__ = [
     "INVALID_DATE",
     "PARTITION_VALUE_TOO_LONG",
     "NOT_AN_ENVELOPE",
+    "INVALID_AVRO",
+    "UNKNOWN_SCHEMA_ID",
+    "Deferred",
 ]
 
 # Error classes: stable names, used as DLQ header values and metric labels.
@@ -50,6 +53,8 @@ INVALID_TIMESTAMP = "InvalidTimestamp"
 INVALID_DATE = "InvalidDate"
 PARTITION_VALUE_TOO_LONG = "PartitionValueTooLong"
 NOT_AN_ENVELOPE = "NotAConnectEnvelope"
+INVALID_AVRO = "InvalidAvro"
+UNKNOWN_SCHEMA_ID = "UnknownSchemaId"
 
 
 #: Every ``Rejected.error_class`` the decoder can produce (e.g. to pre-register metrics).
@@ -66,6 +71,8 @@ ERROR_CLASSES = frozenset(
         INVALID_DATE,
         PARTITION_VALUE_TOO_LONG,
         NOT_AN_ENVELOPE,
+        INVALID_AVRO,
+        UNKNOWN_SCHEMA_ID,
     }
 )
 
@@ -92,6 +99,14 @@ class Row:
 
 
 @dataclass(frozen=True, slots=True)
+class Deferred:
+    """A record that cannot be decoded *now* (its schema registry is unreachable): not bad, so
+    never dead-lettered; its partition stops before it and tries again later."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Skipped:
     """A record with nothing to write (a tombstone: the value is ``None``)."""
 
@@ -106,7 +121,7 @@ class Rejected:
     message: str
 
 
-Decoded = Row | Skipped | Rejected
+Decoded = Row | Skipped | Rejected | Deferred
 
 
 def add_kafka_metadata(row: Row, topic: str, partition: int, offset: int,

@@ -31,6 +31,7 @@ a loop over ``decode`` was measured to be just as fast.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from services.participant.coercion import column_plan
@@ -40,6 +41,7 @@ from services.participant.decoded import (
     PARTITION_VALUE_TOO_LONG,
     RECORD_TOO_LARGE,
     Decoded,
+    Deferred,
     Rejected,
     Row,
     Skipped,
@@ -50,7 +52,11 @@ from shared.errors import InvalidPartitionValue
 from shared.hudi.naming import MAX_DIR_NAME_BYTES, partition_path
 from shared.schema import TableSchema
 
-__all__ = ["RecordDecoder", "Decoded", "Row", "Skipped", "Rejected", "rows_to_arrow"]
+__all__ = ["RecordDecoder", "Decoded", "Row", "Skipped", "Rejected", "Deferred", "rows_to_arrow",
+           "ValueParser"]
+
+ValueParser = Callable[[bytes], "dict[str, Any] | Rejected | Deferred | None"]
+"""The wire format: a value's bytes → its dict of values, why not, or None (a tombstone)."""
 
 _TOMBSTONE = Skipped("tombstone")
 
@@ -62,7 +68,8 @@ class RecordDecoder:
                  "_ncols", "_parse")
 
     def __init__(self, schema: TableSchema, max_record_bytes: int,
-                 *, hive_style: bool = False, connect_envelope: bool = False) -> None:
+                 *, hive_style: bool = False, connect_envelope: bool = False,
+                 value_parser: ValueParser | None = None) -> None:
         if max_record_bytes < 1:
             raise ValueError("max_record_bytes must be at least 1")
         self._schema = schema
@@ -76,7 +83,8 @@ class RecordDecoder:
         self._partition = schema.partition_field
         self._hive_style = hive_style
         self._ncols = len(schema.value_columns)
-        self._parse = parse_connect_envelope if connect_envelope else parse_object
+        self._parse: ValueParser = value_parser or (
+            parse_connect_envelope if connect_envelope else parse_object)
 
     @property
     def schema(self) -> TableSchema:
@@ -106,7 +114,7 @@ class RecordDecoder:
         obj = self._parse(value)
         if obj is None:  # a Connect envelope with a null payload
             return _TOMBSTONE
-        if isinstance(obj, Rejected):
+        if not isinstance(obj, dict):  # Rejected, or Deferred (a registry out of reach)
             return obj
 
         get = obj.get

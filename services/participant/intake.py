@@ -56,13 +56,17 @@ class RebalanceSignal(ConsumerRebalanceListener):
 
 
 class Intake:
-    def __init__(self, runtime: Runtime, flusher: Flusher, reporter: Reporter) -> None:
+    def __init__(self, runtime: Runtime, flusher: Flusher, reporter: Reporter,
+                 *, defer_s: float = 2.0) -> None:
         self._rt = runtime
         self._consumer = runtime.clients.consumer
         self._flusher = flusher
         self._reporter = reporter
         self._reports: dict[PartitionKey, asyncio.Task[Any]] = {}
         """The running END report of each partition (at most one)."""
+        self._defer_s = defer_s
+        self._deferred: dict[PartitionKey, tuple[KafkaTopicPartition, float]] = {}
+        """Partitions paused before a record that cannot be decoded now, and when to retry."""
 
     # --- the data routine ------------------------------------------------------------------
     async def run(self) -> None:
@@ -71,6 +75,8 @@ class Intake:
         while True:
             if registry.has_pending:
                 self._apply_assignment()
+            if self._deferred:
+                self._retry_deferred()
             batches = await consumer.getmany(timeout_ms=100, max_records=20000)
             fetched = {(ktp.topic, ktp.partition) for ktp in batches}
             for ktp, records in batches.items():
@@ -79,6 +85,8 @@ class Intake:
                     continue
                 metrics.records_consumed(ktp.topic, len(records))
                 state.accept(records)
+                if state.deferred is not None:
+                    self._defer(ktp, state)
                 state.highwater = consumer.highwater(ktp)
                 letters = state.take_dead_letters()
                 if letters:  # registered now, before any await: a report cannot miss them
@@ -123,6 +131,28 @@ class Intake:
         if fresh:
             self._reporter.announce_soon(fresh)
 
+    def _defer(self, ktp: KafkaTopicPartition, state: TransactionParticipant) -> None:
+        """A record cannot be decoded now (its schema registry is out of reach): read it again
+        from there after ``defer_s`` instead of dead-lettering good data. Until then the
+        partition is paused; an END meanwhile reports the offsets before it."""
+        log.warning("%s-%d paused at offset %d for %.1f s: %s", state.topic, state.partition,
+                    state.next_offset, self._defer_s, state.deferred)
+        state.deferred = None
+        self._consumer.seek(ktp, state.next_offset)
+        self._consumer.pause(ktp)
+        self._deferred[state.key] = (ktp, self._rt.clock() + self._defer_s)
+
+    def _retry_deferred(self) -> None:
+        now = self._rt.clock()
+        for key, (ktp, at) in list(self._deferred.items()):
+            if now < at:
+                continue
+            del self._deferred[key]
+            state = self._rt.registry.active.get(key)
+            if (state is not None and state.accepting and len(state.flushes) < MAX_CONCURRENT_FLUSHES
+                    and ktp in self._consumer.assignment()):
+                self._consumer.resume(ktp)
+
     def pause(self, state: TransactionParticipant) -> None:
         ktp = KafkaTopicPartition(state.topic, state.partition)
         if ktp in self._consumer.assignment():
@@ -152,6 +182,7 @@ class Intake:
             state.accepting
             and len(state.flushes) < MAX_CONCURRENT_FLUSHES
             and self._rt.registry.active.get(state.key) is state
+            and state.key not in self._deferred  # waits for its retry time
         ):
             with contextlib.suppress(Exception):
                 self._consumer.resume(KafkaTopicPartition(state.topic, state.partition))

@@ -31,6 +31,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from services.participant.assignment import PartitionRegistry
+from services.participant.avro_format import AvroValues
 from services.participant.control import ControlHandler
 from services.participant.decoder import RecordDecoder
 from services.participant.dlq_sender import DeadLetterSender
@@ -47,6 +48,7 @@ from shared.hudi import layout
 from shared.hudi.table import HudiTable
 from shared.lifecycle import ServiceShell, kafka_prelude
 from shared.protocol import Role, Sender
+from shared.schema_registry import writer_schemas
 from shared.staging_upload import writer_for
 from shared.storage import filesystem_for
 
@@ -76,6 +78,8 @@ class ParticipantService(ServiceShell[ParticipantClients]):
                                 self._faults, writer_nonce=secrets.randbelow(2**31), clock=clock)
         self._registry = PartitionRegistry(self._new_partition)
         self._tasks = BackgroundTasks("participant")
+        self._avro = (AvroValues(writer_schemas(config.avro))  # one schema cache per process
+                      if config.kafka.value_format == "avro" else None)
 
     def _new_partition(self, topic: str, partition: int) -> TransactionParticipant:
         return TransactionParticipant(
@@ -83,7 +87,8 @@ class ParticipantService(ServiceShell[ParticipantClients]):
             partition=partition,
             decoder=RecordDecoder(self.schema, self.config.errors.max_record_bytes,
                                   hive_style=self.config.table.hive_style_partitioning,
-                                  connect_envelope=self.config.kafka.value_format == "connect_json"),
+                                  connect_envelope=self.config.kafka.value_format == "connect_json",
+                                  value_parser=self._avro.parse if self._avro else None),
             flush_records=self.config.transaction.flush_records,
             fail_on_error=self.config.errors.tolerance == "fail",
             clock=self._clock,
@@ -105,7 +110,8 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         runtime = Runtime(clients=running, registry=self._registry, metrics=self.metrics,
                           tasks=self._tasks, clock=self._clock)
         reporter = Reporter(runtime, self.config.transaction)
-        intake = Intake(runtime, self._flusher, reporter)
+        intake = Intake(runtime, self._flusher, reporter,
+                        defer_s=self.config.service.retry_backoff_ms / 1000)
         control = ControlHandler(runtime, intake, reporter)
         return {
             "participant-data": intake.run(),

@@ -80,6 +80,9 @@ class TransactionParticipant:
     dead_letters: list[DeadLetter] = field(default_factory=list)
     counters: _Counters = field(default_factory=_Counters)
     failure: str | None = None
+    deferred: str | None = None
+    """Why intake stopped before ``next_offset`` for now (a registry out of reach); the intake
+    seeks back there, pauses, and clears it when it tries again."""
     flushes: set[asyncio.Task[Any]] = field(default_factory=set)
     last_status: WriteStatus | None = None
     drain_started: float | None = None

@@ -9,11 +9,11 @@ The envelopes are built here by ``connect_json``, following the converter's docu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
 import orjson
+from kafka_records import Rec
 
 from services.participant.decoded import Rejected, Skipped, rows_to_arrow
 from services.participant.decoder import RecordDecoder
@@ -41,12 +41,6 @@ def connect_json(payload: dict[str, Any] | None) -> bytes:
     return orjson.dumps({"schema": CONNECT_SCHEMA, "payload": payload})
 
 
-@dataclass(frozen=True)
-class Rec:
-    offset: int
-    value: bytes | None
-    key: bytes | None = None
-    timestamp: int = 0
 
 
 def test_envelopes_decode_to_the_payload_rows() -> None:

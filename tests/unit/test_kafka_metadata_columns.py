@@ -3,10 +3,10 @@ topic, partition, offset, timestamp and key; a value cannot forge them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import orjson
+from kafka_records import Rec
 
 from services.participant.decoded import rows_to_arrow
 from services.participant.decoder import RecordDecoder
@@ -17,12 +17,6 @@ SCHEMA = TableConfig(schema="id STRING, amount DOUBLE", record_key_field="id",
                      kafka_metadata=True).table_schema()
 
 
-@dataclass(frozen=True)
-class Rec:
-    offset: int
-    value: bytes | None
-    key: bytes | None
-    timestamp: int | None
 
 
 def test_rows_carry_their_kafka_coordinates() -> None:

@@ -136,7 +136,8 @@ def test_own_dotted_keys_and_json_values(tmp_path: Path) -> None:
     ("hoodie.table.base.file.format=ORC\n", "hoodie.table.base.file.format"),
     ("flush.size=many\n", "flush.size"),
     ("connect.meta.data=yes\n", "connect.meta.data"),
-    ("value.converter=io.confluent.connect.avro.AvroConverter\n", "value.converter"),
+    ("value.converter=com.example.ProtobufConverter\n", "value.converter"),
+    ("value.converter.basic.auth.user.info=nopassword\n", "value.converter.basic.auth.user.info"),
     ("value.converter.schemas.enable=maybe\n", "value.converter.schemas.enable"),
     ("schemaprovider.class=org.apache.hudi.schema.FilebasedSchemaProvider\n", "schemaprovider.class"),
     ("coordinator.writestatus.timeout=soon\n", "coordinator.writestatus.timeout"),
@@ -216,3 +217,14 @@ def test_schemas_enable_selects_the_connect_json_envelope(tmp_path: Path) -> Non
     path = _write(tmp_path, "value.converter=org.apache.kafka.connect.json.JsonConverter\n"
                             "value.converter.schemas.enable=true\n")
     assert load_config(path, environ=SCHEMA_ENV).kafka.value_format == "connect_json"
+
+
+def test_avro_converter_with_registry_and_basic_auth(tmp_path: Path) -> None:
+    path = _write(tmp_path, "value.converter.schemas.enable=true\n"
+                            "value.converter=io.confluent.connect.avro.AvroConverter\n"
+                            "value.converter.schema.registry.url=https://registry:8081\n"
+                            "value.converter.basic.auth.user.info=sink:s3cr:et\n")
+    config = load_config(path, environ=SCHEMA_ENV)
+    assert config.kafka.value_format == "avro"
+    assert config.avro.registry_url == "https://registry:8081"
+    assert (config.avro.registry_username, config.avro.registry_password) == ("sink", "s3cr:et")

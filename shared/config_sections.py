@@ -1,0 +1,50 @@
+"""Config sections kept out of ``shared.config`` (re-exported there): ``avro`` — where Avro
+writer schemas come from (``kafka.value_format: avro``) — and ``service`` — how every service
+process retries and stops."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["AvroConfig", "ServiceConfig"]
+
+
+class ServiceConfig(BaseModel):
+    """How every service process retries and stops."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    retry_backoff_ms: int = Field(2000, ge=1)
+    """First wait between retries (seed ``retry.backoff.ms``); doubles, at most 10x."""
+    retry_timeout_ms: int = Field(60000, ge=0)
+    """No retry starts after this long (seed ``write.retry.timeout``)."""
+    shutdown_timeout_ms: int = Field(30000, ge=100)
+    """Bound of graceful shutdown (seed ``shutdown.timeout.ms``); the rest is cancelled."""
+
+
+class AvroConfig(BaseModel):
+    """Values in the Confluent wire format; writer schemas from a schema registry (by the id
+    each value carries) or, without one, from one ``.avsc`` file (the id is then not looked up)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    registry_url: str | None = None
+    """Schema registry base URL (seed ``value.converter.schema.registry.url``)."""
+    registry_username: str | None = None
+    registry_password: str | None = Field(None, repr=False)
+    """Basic auth (seed ``value.converter.basic.auth.user.info`` = ``user:password``)."""
+    registry_ca_file: str | None = None
+    """CA bundle for an ``https`` registry (default: the system's)."""
+    registry_timeout_s: float = Field(5, gt=0)
+    schema_file: str | None = None
+    """An ``.avsc`` writer schema, used when there is no registry."""
+
+    @model_validator(mode="after")
+    def _files_exist(self) -> AvroConfig:
+        for key in ("registry_ca_file", "schema_file"):
+            path = getattr(self, key)
+            if path is not None and not Path(path).is_file():
+                raise ValueError(f"{key}: file not found: {path}")
+        return self

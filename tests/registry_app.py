@@ -1,0 +1,75 @@
+"""A small local schema registry for tests: the documented Confluent endpoint
+``GET /schemas/ids/{id}`` → ``{"schema": "<Avro schema JSON text>"}`` (404 with error code 40403
+for an unknown id), optional HTTP basic auth, and a switch that makes it answer 503 as a
+registry outage would. No schema registry ships in the package indexes this project can reach,
+so the tests serve the endpoint themselves; the framing of values is Confluent's documented
+wire format (magic byte 0, 4-byte big-endian id, Avro binary body), encoded with fastavro."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import struct
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from fastavro import parse_schema, schemaless_writer
+
+
+def confluent_avro(schema_id: int, schema: dict[str, Any], datum: dict[str, Any]) -> bytes:
+    """One value in the Confluent wire format, written by fastavro (independent of the sink)."""
+    body = io.BytesIO()
+    schemaless_writer(body, parse_schema(schema), datum)
+    return struct.pack(">bI", 0, schema_id) + body.getvalue()
+
+
+class LocalRegistry:
+    """``with LocalRegistry({1: schema}) as registry:`` serves on ``registry.url``."""
+
+    def __init__(self, schemas: dict[int, dict[str, Any]], *, user: str | None = None,
+                 password: str | None = None) -> None:
+        self.schemas = schemas
+        self.down = False
+        self.requests: list[str] = []
+        expected = (None if user is None
+                    else "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
+        registry = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_args: Any) -> None:
+                pass
+
+            def _answer(self, code: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                registry.requests.append(self.path)
+                if registry.down:
+                    return self._answer(503, {"error_code": 50301, "message": "unavailable"})
+                if expected is not None and self.headers.get("Authorization") != expected:
+                    return self._answer(401, {"error_code": 40101, "message": "unauthorized"})
+                parts = self.path.strip("/").split("/")
+                if len(parts) == 3 and parts[:2] == ["schemas", "ids"] and parts[2].isdigit():
+                    schema = registry.schemas.get(int(parts[2]))
+                    if schema is None:
+                        return self._answer(404, {"error_code": 40403, "message": "Schema not found"})
+                    return self._answer(200, {"schema": json.dumps(schema)})
+                return self._answer(404, {"error_code": 404, "message": "HTTP 404 Not Found"})
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> LocalRegistry:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
