@@ -10,7 +10,10 @@ credentials. How the interface maps onto object-store requests:
 - ``create_exclusive`` -> PUT with ``If-None-Match: *`` (``mode="create"``); the store answers
   412 to every later create of the key, which is the fence (``AlreadyExistsError`` -> False).
   A store that ignores the header would let two writers win; services probe for that at
-  start-up (:func:`shared.storage.check_exclusive_create`);
+  start-up (:func:`shared.storage.check_exclusive_create`). ``object_store`` retries a request
+  that timed out; a create whose first attempt landed then reads as lost (412), which is the
+  safe side: the sink log reports "fenced", the coordinator steps down and its successor
+  rolls the recorded decision forward;
 - ``rename`` -> HEAD of both, server-side COPY, DELETE of the source. Not atomic: a crash
   between COPY and DELETE leaves both, which a retry recognises (same size at the target)
   and finishes by deleting the source; a crash after the DELETE leaves only the target,
