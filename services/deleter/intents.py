@@ -27,9 +27,9 @@ from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from services.deleter.context import Counted, DeleterClients
-from services.deleter.settle import RUNTIME_ERRORS, Effect, Settler
+from services.deleter.settle import Effect, Settler
 from shared.config import SinkConfig
-from shared.deletion import DeletionDecodeError, IntentHeaders, PendingDelete
+from shared.deletion_intent import DeletionDecodeError, IntentHeaders, PendingDelete
 
 __all__ = ["IntentLoop"]
 
@@ -201,21 +201,20 @@ class IntentLoop:
         due = self._due(record, intent, delay)
         if due > self._clock():
             return _Step.NOT_DUE, due
-        settler, tally = self._settler, self._context.tally
-        try:
-            effect, rule = await settler.settle(intent)
-        except RUNTIME_ERRORS as exc:
-            tally.add(Counted.FAILED)
-            log.warning("deleting %s failed (attempt %d): %s: %s", intent.file_path,
-                        intent.attempt, type(exc).__name__, exc)
-            error_class, message = type(exc).__name__, str(exc) or type(exc).__name__
+        verdict = await self._settler.settle(intent)
+        if verdict.error is not None:
+            self._context.tally.add(Counted.FAILED)
+            log.warning("deleting %s failed (attempt %d): %s", intent.file_path, intent.attempt,
+                        verdict.rule)
+            error = verdict.error
+            error_class, message = type(error).__name__, str(error) or type(error).__name__
+        elif verdict.effect is not None:
+            self._context.tally.add(verdict.effect)
+            log.info("%s %s (%s)", verdict.effect.value, intent.file_path, verdict.rule)
+            await self._settler.prune_staging(intent.file_path, verdict.effect)
+            return _Step.SETTLED, 0.0
         else:
-            if effect is not None:
-                tally.add(effect)
-                log.info("%s %s (%s)", effect.value, intent.file_path, rule)
-                await settler.prune_staging(intent.file_path, effect)
-                return _Step.SETTLED, 0.0
-            error_class, message = "NotYetDecidable", rule
+            error_class, message = "NotYetDecidable", verdict.rule
         try:
             await self._requeue(clients, record, intent, error_class, message)
         except _SEND_ERRORS as exc:

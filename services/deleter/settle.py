@@ -11,22 +11,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from enum import StrEnum
 
 from services.deleter.context import Counted, DeleterContext
 from services.deleter.decision import Decision, Outcome, decide
 from services.deleter.staging import finished_reason, remove_if_empty, staging_dir_of
 from services.deleter.table_state import TableSnapshot, own_instant, relative_path
-from shared.deletion import PendingDelete
-from shared.errors import HudiSinkError
+from shared.deletion_intent import PendingDelete
+from shared.errors import HudiSinkBug, HudiSinkError
 from shared.fs import FileInfo
 
-__all__ = ["Effect", "Settler", "RUNTIME_ERRORS"]
+__all__ = ["Effect", "Verdict", "Settler"]
 
 log = logging.getLogger("hudi_sink.deleter")
 
-RUNTIME_ERRORS = (HudiSinkError, OSError, ValueError, TimeoutError)
-"""What one attempt may fail with (storage, table metadata); anything else is a bug."""
+_RUNTIME_ERRORS = (HudiSinkError, OSError, ValueError, TimeoutError)
+"""What one attempt may fail with (storage, table metadata); anything else is a bug, and so
+is a :class:`HudiSinkBug` (handlers let it through first)."""
 
 
 class Effect(StrEnum):
@@ -39,6 +41,17 @@ class Effect(StrEnum):
     DLQ = "dlq"
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """What settling one intent did."""
+
+    effect: Effect | None
+    """None: not settled — not yet decidable, or the attempt failed (``error``)."""
+    rule: str
+    """The deciding rule, or the failure (``<error class>: <message>``)."""
+    error: Exception | None = None
+
+
 class Settler:
     """Decides and deletes; counts what it did in the context's tally."""
 
@@ -46,11 +59,17 @@ class Settler:
         self.context = context
         self._orphan_min_age_s = orphan_min_age_s
 
-    async def settle(self, intent: PendingDelete) -> tuple[Effect | None, str]:
-        """Decide (re-deciding "not yet" answers on a fresh snapshot) and act on it.
+    async def settle(self, intent: PendingDelete) -> Verdict:
+        """Decide (re-deciding "not yet" answers on a fresh snapshot) and act on it; a runtime
+        failure (storage, table metadata) is the verdict's ``error``, a bug is raised."""
+        try:
+            return await self._settle(intent)
+        except HudiSinkBug:
+            raise  # a broken invariant ends the service, never retried
+        except _RUNTIME_ERRORS as exc:
+            return Verdict(None, f"{type(exc).__name__}: {exc}", error=exc)
 
-        Returns the effect and the deciding rule; effect None means "not yet decidable".
-        """
+    async def _settle(self, intent: PendingDelete) -> Verdict:
         ctx = self.context
         snapshot = await ctx.cache.get(ctx.table_path, self._named_instants(intent))
         inside = relative_path(ctx.table_path, intent.file_path) is not None
@@ -62,14 +81,14 @@ class Settler:
         match decision.outcome:
             case Outcome.DELETE:
                 if await asyncio.to_thread(ctx.fs.delete, intent.file_path):
-                    return Effect.DELETED, decision.rule
-                return Effect.MISSING_ALREADY, "gone before the delete"
+                    return Verdict(Effect.DELETED, decision.rule)
+                return Verdict(Effect.MISSING_ALREADY, "gone before the delete")
             case Outcome.ALREADY_GONE:
-                return Effect.MISSING_ALREADY, decision.rule
+                return Verdict(Effect.MISSING_ALREADY, decision.rule)
             case Outcome.KEEP:
-                return Effect.KEPT_IN_USE, decision.rule
+                return Verdict(Effect.KEPT_IN_USE, decision.rule)
             case Outcome.RETRY_LATER:
-                return None, decision.rule
+                return Verdict(None, decision.rule)
 
     async def prune_staging(self, path: str, effect: Effect) -> None:
         """After ``path`` went away: remove its staging directory when that now holds no file
@@ -88,7 +107,9 @@ class Settler:
             if await asyncio.to_thread(remove_if_empty, ctx.fs, directory):
                 ctx.tally.add(Counted.STAGING_DIR_REMOVED)
                 log.info("removed the empty staging directory of finished instant %s", instant)
-        except RUNTIME_ERRORS as exc:
+        except HudiSinkBug:
+            raise  # a broken invariant ends the service, never retried
+        except _RUNTIME_ERRORS as exc:
             log.warning("could not remove staging directory %s: %s: %s", directory,
                         type(exc).__name__, exc)
 
@@ -97,19 +118,18 @@ class Settler:
         topic, without the topic (a failure is retried by the next pass). True when gone.
         Counted apart from intents (``swept``), so the intent counters stay about intents."""
         tally = self.context.tally
-        try:
-            effect, rule = await self.settle(intent)
-        except RUNTIME_ERRORS as exc:
+        verdict = await self.settle(intent)
+        if verdict.error is not None:
             tally.add(Counted.SWEEP_FAILED)
-            log.warning("sweep: deleting %s failed: %s: %s", intent.file_path, type(exc).__name__, exc)
+            log.warning("sweep: deleting %s failed: %s", intent.file_path, verdict.rule)
             return False
-        if effect is Effect.DELETED:
+        if verdict.effect is Effect.DELETED:
             tally.add(Counted.SWEPT)
-            log.info("sweep: deleted %s (%s)", intent.file_path, rule)
-        elif effect is not Effect.MISSING_ALREADY:
-            log.info("sweep: kept %s (%s)", intent.file_path, rule)
+            log.info("sweep: deleted %s (%s)", intent.file_path, verdict.rule)
+        elif verdict.effect is not Effect.MISSING_ALREADY:
+            log.info("sweep: kept %s (%s)", intent.file_path, verdict.rule)
             return False
-        await self.prune_staging(intent.file_path, effect)
+        await self.prune_staging(intent.file_path, verdict.effect)
         return True
 
     def _decide(
