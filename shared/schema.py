@@ -32,6 +32,7 @@ class ColumnKind(StrEnum):
     BOOLEAN = "BOOLEAN"
     TIMESTAMP = "TIMESTAMP"
     DATE = "DATE"
+    DECIMAL = "DECIMAL"
 
 
 _ALIASES = {
@@ -48,7 +49,12 @@ _ALIASES = {
     "BOOL": ColumnKind.BOOLEAN,
     "TIMESTAMP": ColumnKind.TIMESTAMP,
     "DATE": ColumnKind.DATE,
+    "DECIMAL": ColumnKind.DECIMAL,
+    "NUMERIC": ColumnKind.DECIMAL,
 }
+
+_DECIMAL = re.compile(r"\b(DECIMAL|NUMERIC)\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)", re.IGNORECASE)
+"""``DECIMAL(p, s)`` (or ``DECIMAL(p)``: scale 0; bare ``DECIMAL``: Spark's (10, 0))."""
 
 _ARROW = {
     ColumnKind.STRING: pa.string(),
@@ -94,6 +100,23 @@ class Column:
     name: str
     kind: ColumnKind
     nullable: bool = True
+    precision: int = 10
+    """DECIMAL only: total digits (1..38)."""
+    scale: int = 0
+    """DECIMAL only: digits after the point (0..precision)."""
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        if self.kind is ColumnKind.DECIMAL:
+            return pa.decimal128(self.precision, self.scale)
+        return _ARROW[self.kind]
+
+    @property
+    def avro_type(self) -> Any:
+        if self.kind is ColumnKind.DECIMAL:
+            return {"type": "bytes", "logicalType": "decimal", "precision": self.precision,
+                    "scale": self.scale}
+        return _AVRO[self.kind]
 
 
 KAFKA_METADATA = (
@@ -109,6 +132,7 @@ undecodable bytes replaced; null timestamp or key when the record has none)."""
 def parse_ddl(ddl: str) -> list[Column]:
     """Parse ``"id STRING, ts TIMESTAMP NOT NULL, ..."``; raise SchemaError naming the part."""
     columns: list[Column] = []
+    ddl = _DECIMAL.sub(lambda m: f"DECIMAL:{m[2]}:{m[3] or 0}", ddl)  # no comma inside a type
     for raw in ddl.split(","):
         part = raw.strip()
         if not part:
@@ -119,6 +143,7 @@ def parse_ddl(ddl: str) -> list[Column]:
         name, type_name, rest = tokens[0].strip("`"), tokens[1].upper(), [t.upper() for t in tokens[2:]]
         if not _NAME.match(name) or name.startswith("_hoodie"):
             raise SchemaError(f"invalid column name {name!r}", "table.schema")
+        type_name, _, digits = type_name.partition(":")
         kind = _ALIASES.get(type_name)
         if kind is None:
             raise SchemaError(
@@ -128,7 +153,11 @@ def parse_ddl(ddl: str) -> list[Column]:
             )
         if rest not in ([], ["NOT", "NULL"]):
             raise SchemaError(f"column {name!r}: unexpected {' '.join(tokens[2:])!r}", "table.schema")
-        columns.append(Column(name, kind, nullable=not rest))
+        precision, scale = (int(d) for d in digits.split(":")) if digits else (10, 0)
+        if kind is ColumnKind.DECIMAL and not (1 <= precision <= 38 and 0 <= scale <= precision):
+            raise SchemaError(f"column {name!r}: DECIMAL({precision}, {scale}) needs "
+                              "1 <= precision <= 38 and 0 <= scale <= precision", "table.schema")
+        columns.append(Column(name, kind, nullable=not rest, precision=precision, scale=scale))
     names = [c.name for c in columns]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -192,7 +221,7 @@ class TableSchema:
     @property
     def data_arrow_schema(self) -> pa.Schema:
         """Arrow schema of the data columns (no meta columns)."""
-        return pa.schema([pa.field(c.name, _ARROW[c.kind], nullable=True) for c in self.columns])
+        return pa.schema([pa.field(c.name, c.arrow_type, nullable=True) for c in self.columns])
 
     @property
     def file_arrow_schema(self) -> pa.Schema:
@@ -208,7 +237,7 @@ class TableSchema:
     def avro_schema(self) -> dict[str, Any]:
         """Avro writer schema without meta columns, nullable unions (Hudi's convention)."""
         fields = [
-            {"name": c.name, "type": ["null", _AVRO[c.kind]], "default": None}
+            {"name": c.name, "type": ["null", c.avro_type], "default": None}
             for c in self.columns
         ]
         return {

@@ -15,11 +15,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
+from decimal import Context, Decimal, InvalidOperation
 from typing import Any
 
 import orjson
 
-from services.participant.decoded import INVALID_DATE, INVALID_TIMESTAMP, TYPE_MISMATCH, Rejected
+from services.participant.decoded import (
+    INVALID_DATE,
+    INVALID_DECIMAL,
+    INVALID_TIMESTAMP,
+    TYPE_MISMATCH,
+    Rejected,
+)
 from shared.schema import ColumnKind
 
 __all__ = ["Converter", "column_plan", "describe"]
@@ -252,8 +259,50 @@ def _date_converter(name: str) -> Converter:
     return convert
 
 
-def column_plan(name: str, kind: ColumnKind) -> tuple[type | None, Converter]:
+_WIDE = Context(prec=80)
+
+
+def _decimal_converter(name: str, precision: int, scale: int) -> Converter:
+    """DECIMAL(p, s): a JSON number or numeric string, or an Avro ``decimal`` (Decimal), exact —
+    a value with more than ``s`` decimal places or more than ``p - s`` integer digits is refused,
+    never rounded."""
+    label = f"DECIMAL({precision}, {scale})"
+    quantum = Decimal(1).scaleb(-scale)
+    limit = Decimal(10) ** (precision - scale)
+
+    def convert(value: Any) -> Any:
+        kind = type(value)
+        if kind is Decimal:
+            number = value
+        elif kind is int:
+            number = Decimal(value)
+        elif kind is float:
+            number = Decimal(repr(value))  # the shortest text that reads back as this float
+        elif kind is str:
+            try:
+                number = Decimal(value.strip())
+            except InvalidOperation:
+                return Rejected(INVALID_DECIMAL, f"field {name!r}: {describe(value)} is not a number")
+        else:
+            return _mismatch(name, f"{label} (number or numeric string)", value)
+        if not number.is_finite():
+            return Rejected(INVALID_DECIMAL, f"field {name!r}: {describe(value)} is not finite")
+        exact = number.quantize(quantum, context=_WIDE)
+        if exact != number:
+            return Rejected(INVALID_DECIMAL, f"field {name!r}: {describe(value)} has more than "
+                            f"{scale} decimal place(s) ({label})")
+        if abs(exact) >= limit:
+            return Rejected(INVALID_DECIMAL, f"field {name!r}: {describe(value)} does not fit {label}")
+        return exact
+
+    return convert
+
+
+def column_plan(name: str, kind: ColumnKind, precision: int = 10,
+                scale: int = 0) -> tuple[type | None, Converter]:
     """(type taken as-is without conversion or None, converter for everything else)."""
+    if kind is ColumnKind.DECIMAL:
+        return None, _decimal_converter(name, precision, scale)
     if kind is ColumnKind.STRING:
         return str, _exact_converter(name, "STRING", str)
     if kind is ColumnKind.BOOLEAN:

@@ -38,6 +38,7 @@ __all__ = [
     "NOT_AN_ENVELOPE",
     "INVALID_AVRO",
     "UNKNOWN_SCHEMA_ID",
+    "INVALID_DECIMAL",
     "Deferred",
 ]
 
@@ -55,6 +56,7 @@ PARTITION_VALUE_TOO_LONG = "PartitionValueTooLong"
 NOT_AN_ENVELOPE = "NotAConnectEnvelope"
 INVALID_AVRO = "InvalidAvro"
 UNKNOWN_SCHEMA_ID = "UnknownSchemaId"
+INVALID_DECIMAL = "InvalidDecimal"
 
 
 #: Every ``Rejected.error_class`` the decoder can produce (e.g. to pre-register metrics).
@@ -73,6 +75,7 @@ ERROR_CLASSES = frozenset(
         NOT_AN_ENVELOPE,
         INVALID_AVRO,
         UNKNOWN_SCHEMA_ID,
+        INVALID_DECIMAL,
     }
 )
 

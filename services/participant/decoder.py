@@ -75,7 +75,8 @@ class RecordDecoder:
         self._schema = schema
         self._max_record_bytes = max_record_bytes
         self._plan = tuple(
-            (column.name, *column_plan(column.name, column.kind), column.nullable)
+            (column.name, *column_plan(column.name, column.kind, column.precision, column.scale),
+             column.nullable)
             for column in schema.value_columns  # Kafka metadata columns are filled later
         )
         self._names = tuple(column.name for column in schema.value_columns)

@@ -3,12 +3,14 @@ independent encoder (fastavro + the documented framing, ``tests/registry_app.py`
 schemas served by a small local registry app (no registry ships in the reachable package
 indexes). The registry is down when the sink starts: partitions pause and retry instead of
 dead-lettering; once it answers, every record lands exactly once and reads back (hudi-rs)
-equal to the input."""
+equal to the input (timestamp-millis, an enum, a nullable double, a DECIMAL(9, 2) from Avro's
+``decimal`` logical type)."""
 
 from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,8 @@ WRITER: dict[str, Any] = {
         {"name": "country", "type": {"type": "enum", "name": "Country", "symbols": ["de", "fr"]}},
         {"name": "amount", "type": ["null", "double"], "default": None},
         {"name": "payload", "type": "string"},
+        {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9,
+                                   "scale": 2}},
         {"name": "channel", "type": "string", "default": "web"},  # not a column
     ],
 }
@@ -40,7 +44,7 @@ START = datetime(2024, 5, 1, tzinfo=UTC)
 def _record(partition: int, n: int) -> dict[str, Any]:
     return {"id": f"p{partition}-{n}", "ts": START + timedelta(milliseconds=n * 1001),
             "country": "de" if n % 2 else "fr", "amount": None if n % 5 == 0 else n / 4,
-            "payload": f"x{n}", "channel": "app"}
+            "payload": f"x{n}", "price": Decimal(n * 7 - 300) / 100, "channel": "app"}
 
 
 def _produce(bootstrap: str, topic: str, partitions: int) -> None:
@@ -72,6 +76,8 @@ def test_avro_round_trip_with_a_registry_outage_at_start(
         registry.down = True
         pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap, partitions=2, overrides={
             "kafka": {"value_format": "avro"},
+            "table": {"schema": "id STRING, ts TIMESTAMP, country STRING, amount DOUBLE, "
+                                "payload STRING, price DECIMAL(9, 2)"},
             "avro": {"registry_url": registry.url, "registry_timeout_s": 2},
             "service": {"retry_backoff_ms": 500},
         })
@@ -92,10 +98,10 @@ def test_avro_round_trip_with_a_registry_outage_at_start(
     dlq = sum(int(pipeline.commit_metadata(i)["extraMetadata"].get("hudi.sink.records.dlq", 0))
               for i in pipeline.completed_commits())
     assert dlq == 0
-    rows = {r["id"]: r for r in table.select(["id", "ts", "country", "amount", "payload"]).to_pylist()}
+    columns = ["id", "ts", "country", "amount", "payload", "price"]
+    rows = {r["id"]: r for r in table.select(columns).to_pylist()}
     assert len(rows) == table.num_rows == PER_PARTITION * pipeline.partitions
     for partition in range(pipeline.partitions):
         for n in range(PER_PARTITION):
             sent = _record(partition, n)
-            assert rows[sent["id"]] == {key: sent[key] for key in ("id", "ts", "country", "amount",
-                                                                   "payload")}
+            assert rows[sent["id"]] == {key: sent[key] for key in columns}
