@@ -33,6 +33,9 @@ class ColumnKind(StrEnum):
     TIMESTAMP = "TIMESTAMP"
     DATE = "DATE"
     DECIMAL = "DECIMAL"
+    ARRAY = "ARRAY"
+    MAP = "MAP"
+    STRUCT = "STRUCT"
 
 
 _ALIASES = {
@@ -53,7 +56,7 @@ _ALIASES = {
     "NUMERIC": ColumnKind.DECIMAL,
 }
 
-_DECIMAL = re.compile(r"\b(DECIMAL|NUMERIC)\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)", re.IGNORECASE)
+_DECIMAL = re.compile(r"(DECIMAL|NUMERIC)\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)", re.IGNORECASE)
 """``DECIMAL(p, s)`` (or ``DECIMAL(p)``: scale 0; bare ``DECIMAL``: Spark's (10, 0))."""
 
 _ARROW = {
@@ -104,19 +107,37 @@ class Column:
     """DECIMAL only: total digits (1..38)."""
     scale: int = 0
     """DECIMAL only: digits after the point (0..precision)."""
+    children: tuple[Column, ...] = ()
+    """ARRAY: (element,); MAP: (value,) — keys are strings; STRUCT: its fields."""
 
     @property
     def arrow_type(self) -> pa.DataType:
-        if self.kind is ColumnKind.DECIMAL:
+        kind = self.kind
+        if kind is ColumnKind.DECIMAL:
             return pa.decimal128(self.precision, self.scale)
-        return _ARROW[self.kind]
+        if kind is ColumnKind.ARRAY:
+            return pa.list_(self.children[0].arrow_type)
+        if kind is ColumnKind.MAP:
+            return pa.map_(pa.string(), self.children[0].arrow_type)
+        if kind is ColumnKind.STRUCT:
+            return pa.struct([pa.field(c.name, c.arrow_type) for c in self.children])
+        return _ARROW[kind]
 
-    @property
-    def avro_type(self) -> Any:
-        if self.kind is ColumnKind.DECIMAL:
+    def avro_type(self, path: str) -> Any:
+        """The Avro type (nested values nullable); ``path`` names nested records uniquely."""
+        kind = self.kind
+        if kind is ColumnKind.DECIMAL:
             return {"type": "bytes", "logicalType": "decimal", "precision": self.precision,
                     "scale": self.scale}
-        return _AVRO[self.kind]
+        if kind is ColumnKind.ARRAY:
+            return {"type": "array", "items": ["null", self.children[0].avro_type(f"{path}_element")]}
+        if kind is ColumnKind.MAP:
+            return {"type": "map", "values": ["null", self.children[0].avro_type(f"{path}_value")]}
+        if kind is ColumnKind.STRUCT:
+            return {"type": "record", "name": re.sub(r"[^A-Za-z0-9_]", "_", path), "fields": [
+                {"name": c.name, "type": ["null", c.avro_type(f"{path}_{c.name}")], "default": None}
+                for c in self.children]}
+        return _AVRO[kind]
 
 
 KAFKA_METADATA = (
@@ -129,35 +150,81 @@ came from (topic, partition, offset, the record's timestamp, its key as UTF-8 te
 undecodable bytes replaced; null timestamp or key when the record has none)."""
 
 
+def _split_top(text: str) -> list[str]:
+    """Split at commas outside ``<…>`` and ``(…)``."""
+    parts: list[str] = []
+    depth = 0
+    current: list[str] = []
+    for ch in text:
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current))
+    return parts
+
+
+def _parse_type(name: str, text: str, nullable: bool = True) -> Column:
+    """One type: a scalar, ``DECIMAL(p, s)``, ``ARRAY<t>``, ``MAP<STRING, t>`` or
+    ``STRUCT<field: t, …>`` (nested fields are nullable)."""
+    text = text.strip()
+    upper = text.upper()
+    nested = re.match(r"^(ARRAY|MAP|STRUCT)\s*<(.*)>$", text, re.IGNORECASE | re.DOTALL)
+    if nested:
+        kind, inner = ColumnKind(nested[1].upper()), nested[2]
+        if kind is ColumnKind.ARRAY:
+            return Column(name, kind, nullable, children=(_parse_type("element", inner),))
+        if kind is ColumnKind.MAP:
+            parts = _split_top(inner)
+            if len(parts) != 2 or parts[0].strip().upper() not in ("STRING", "VARCHAR"):
+                raise SchemaError(f"column {name!r}: MAP needs STRING keys: MAP<STRING, type>",
+                                  "table.schema")
+            return Column(name, kind, nullable, children=(_parse_type("value", parts[1]),))
+        fields = []
+        for part in _split_top(inner):
+            field_name, _, field_type = part.strip().replace(":", " ", 1).partition(" ")
+            if not _NAME.match(field_name.strip("`")):
+                raise SchemaError(f"column {name!r}: invalid struct field {part.strip()!r}",
+                                  "table.schema")
+            fields.append(_parse_type(field_name.strip("`"), field_type))
+        return Column(name, kind, nullable, children=tuple(fields))
+    decimal = _DECIMAL.fullmatch(text)
+    if decimal:
+        precision, scale = int(decimal[2]), int(decimal[3] or 0)
+        if not (1 <= precision <= 38 and 0 <= scale <= precision):
+            raise SchemaError(f"column {name!r}: DECIMAL({precision}, {scale}) needs "
+                              "1 <= precision <= 38 and 0 <= scale <= precision", "table.schema")
+        return Column(name, ColumnKind.DECIMAL, nullable, precision, scale)
+    scalar = _ALIASES.get(upper)
+    if scalar is None:
+        raise SchemaError(f"column {name!r}: unsupported type {text!r} (supported: "
+                          f"{', '.join(sorted(_ALIASES))}, DECIMAL(p, s), ARRAY<t>, "
+                          "MAP<STRING, t>, STRUCT<f: t, …>)", "table.schema")
+    return Column(name, scalar, nullable)
+
+
 def parse_ddl(ddl: str) -> list[Column]:
     """Parse ``"id STRING, ts TIMESTAMP NOT NULL, ..."``; raise SchemaError naming the part."""
     columns: list[Column] = []
-    ddl = _DECIMAL.sub(lambda m: f"DECIMAL:{m[2]}:{m[3] or 0}", ddl)  # no comma inside a type
-    for raw in ddl.split(","):
+    for raw in _split_top(ddl):
         part = raw.strip()
         if not part:
             raise SchemaError("empty column definition", "table.schema")
-        tokens = part.split()
-        if len(tokens) < 2:
+        name, _, type_text = part.partition(" ")
+        name = name.strip("`")
+        if not type_text.strip():
             raise SchemaError(f"column {part!r} needs a name and a type", "table.schema")
-        name, type_name, rest = tokens[0].strip("`"), tokens[1].upper(), [t.upper() for t in tokens[2:]]
         if not _NAME.match(name) or name.startswith("_hoodie"):
             raise SchemaError(f"invalid column name {name!r}", "table.schema")
-        type_name, _, digits = type_name.partition(":")
-        kind = _ALIASES.get(type_name)
-        if kind is None:
-            raise SchemaError(
-                f"column {name!r}: unsupported type {tokens[1]!r} "
-                f"(supported: {', '.join(sorted(_ALIASES))})",
-                "table.schema",
-            )
-        if rest not in ([], ["NOT", "NULL"]):
-            raise SchemaError(f"column {name!r}: unexpected {' '.join(tokens[2:])!r}", "table.schema")
-        precision, scale = (int(d) for d in digits.split(":")) if digits else (10, 0)
-        if kind is ColumnKind.DECIMAL and not (1 <= precision <= 38 and 0 <= scale <= precision):
-            raise SchemaError(f"column {name!r}: DECIMAL({precision}, {scale}) needs "
-                              "1 <= precision <= 38 and 0 <= scale <= precision", "table.schema")
-        columns.append(Column(name, kind, nullable=not rest, precision=precision, scale=scale))
+        required = re.search(r"\s+NOT\s+NULL\s*$", type_text, re.IGNORECASE)
+        if required:
+            type_text = type_text[:required.start()]
+        columns.append(_parse_type(name, type_text, nullable=required is None))
     names = [c.name for c in columns]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -205,6 +272,10 @@ class TableSchema:
             if field is not None and field not in names:
                 label = key.removeprefix("table.").removesuffix("_field").replace("_", " ")
                 raise SchemaError(f"{label} field {field!r} is not a column of table.schema", key)
+            nested = (ColumnKind.ARRAY, ColumnKind.MAP, ColumnKind.STRUCT)
+            if field is not None and next(c for c in columns if c.name == field).kind in nested:
+                raise SchemaError(f"{field!r} is nested (ARRAY, MAP, STRUCT): it cannot be a key "
+                                  "field", key)
         return cls(columns, record_key_field, partition_field, table_name, kafka_metadata)
 
     @property
@@ -237,7 +308,8 @@ class TableSchema:
     def avro_schema(self) -> dict[str, Any]:
         """Avro writer schema without meta columns, nullable unions (Hudi's convention)."""
         fields = [
-            {"name": c.name, "type": ["null", c.avro_type], "default": None}
+            {"name": c.name, "type": ["null", c.avro_type(f"{self.avro_record_name}_{c.name}")],
+             "default": None}
             for c in self.columns
         ]
         return {

@@ -71,8 +71,24 @@ class AvroValues:
             return Rejected(INVALID_AVRO, f"{len(value) - body.tell()} bytes left after the Avro body")
         for name, field in datum.items():
             kind = type(field)
-            if kind is datetime or kind is date:
-                datum[name] = field.isoformat()
-            elif kind is uuid.UUID:
-                datum[name] = str(field)
+            if kind in _TEXTUAL or kind is list or kind is dict:
+                datum[name] = _plain(field)
         return datum
+
+
+_TEXTUAL = (datetime, date, uuid.UUID)
+
+
+def _plain(value: Any) -> Any:
+    """Logical-type values as the decoder takes them (timestamps and dates as ISO text, a uuid
+    as its text), inside arrays, maps and nested records too."""
+    kind = type(value)
+    if kind is datetime or kind is date:
+        return value.isoformat()
+    if kind is uuid.UUID:
+        return str(value)
+    if kind is list:
+        return [_plain(v) for v in value]
+    if kind is dict:
+        return {k: _plain(v) for k, v in value.items()}
+    return value

@@ -14,6 +14,7 @@ runs the plan over every column.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Context, Decimal, InvalidOperation
 from typing import Any
@@ -27,9 +28,9 @@ from services.participant.decoded import (
     TYPE_MISMATCH,
     Rejected,
 )
-from shared.schema import ColumnKind
+from shared.schema import Column, ColumnKind
 
-__all__ = ["Converter", "column_plan", "describe"]
+__all__ = ["Converter", "column_plan", "column_converter", "describe"]
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -320,3 +321,57 @@ def column_plan(name: str, kind: ColumnKind, precision: int = 10,
     if kind is ColumnKind.DATE:
         return None, _date_converter(name)
     raise ValueError(f"column {name!r}: no decoder for kind {kind!r}")  # new ColumnKind
+
+
+def column_converter(column: Column) -> tuple[type | None, Converter]:
+    """``column_plan`` for any column, nested ones too: ARRAY (a JSON array / Avro array),
+    MAP (an object with string keys / Avro map) and STRUCT (an object / Avro record: its fields
+    by name, a missing one null, unknown ones ignored) convert their contents recursively; the
+    first bad value inside rejects the record, naming its path (``addr.zip``)."""
+    kind, name = column.kind, column.name
+    if kind is ColumnKind.ARRAY:
+        item = _child(replace(column.children[0], name=f"{name}[]"))
+
+        def convert_array(value: Any) -> Any:
+            if type(value) is not list:
+                return _mismatch(name, "ARRAY (a JSON array)", value)
+            out = [item(v) for v in value]
+            bad = next((v for v in out if type(v) is Rejected), None)
+            return bad if bad is not None else out
+
+        return None, convert_array
+    if kind is ColumnKind.MAP:
+        entry = _child(replace(column.children[0], name=f"{name}{{}}"))
+
+        def convert_map(value: Any) -> Any:
+            if type(value) is not dict:
+                return _mismatch(name, "MAP (a JSON object)", value)
+            out = {key: entry(v) for key, v in value.items()}
+            bad = next((v for v in out.values() if type(v) is Rejected), None)
+            return bad if bad is not None else out
+
+        return None, convert_map
+    if kind is ColumnKind.STRUCT:
+        fields = [(c.name, _child(replace(c, name=f"{name}.{c.name}"))) for c in column.children]
+
+        def convert_struct(value: Any) -> Any:
+            if type(value) is not dict:
+                return _mismatch(name, "STRUCT (a JSON object)", value)
+            out = {field: conv(value.get(field)) for field, conv in fields}
+            bad = next((v for v in out.values() if type(v) is Rejected), None)
+            return bad if bad is not None else out
+
+        return None, convert_struct
+    return column_plan(name, kind, column.precision, column.scale)
+
+
+def _child(column: Column) -> Converter:
+    """A nested value's converter: null passes (nested values are nullable)."""
+    fast, convert = column_converter(column)
+
+    def one(value: Any) -> Any:
+        if value is None or type(value) is fast:
+            return value
+        return convert(value)
+
+    return one

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from services.participant.coercion import column_plan
+from services.participant.coercion import column_converter
 from services.participant.decoded import (
     MISSING_RECORD_KEY,
     MISSING_REQUIRED_FIELD,
@@ -75,8 +75,7 @@ class RecordDecoder:
         self._schema = schema
         self._max_record_bytes = max_record_bytes
         self._plan = tuple(
-            (column.name, *column_plan(column.name, column.kind, column.precision, column.scale),
-             column.nullable)
+            (column.name, *column_converter(column), column.nullable)
             for column in schema.value_columns  # Kafka metadata columns are filled later
         )
         self._names = tuple(column.name for column in schema.value_columns)

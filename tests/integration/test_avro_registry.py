@@ -4,7 +4,7 @@ schemas served by a small local registry app (no registry ships in the reachable
 indexes). The registry is down when the sink starts: partitions pause and retry instead of
 dead-lettering; once it answers, every record lands exactly once and reads back (hudi-rs)
 equal to the input (timestamp-millis, an enum, a nullable double, a DECIMAL(9, 2) from Avro's
-``decimal`` logical type)."""
+``decimal`` logical type, an array, a map and a nested record)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,10 @@ WRITER: dict[str, Any] = {
         {"name": "payload", "type": "string"},
         {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9,
                                    "scale": 2}},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "attrs", "type": {"type": "map", "values": "long"}},
+        {"name": "addr", "type": ["null", {"type": "record", "name": "Addr", "fields": [
+            {"name": "city", "type": "string"}, {"name": "zip", "type": "int"}]}]},
         {"name": "channel", "type": "string", "default": "web"},  # not a column
     ],
 }
@@ -44,7 +48,9 @@ START = datetime(2024, 5, 1, tzinfo=UTC)
 def _record(partition: int, n: int) -> dict[str, Any]:
     return {"id": f"p{partition}-{n}", "ts": START + timedelta(milliseconds=n * 1001),
             "country": "de" if n % 2 else "fr", "amount": None if n % 5 == 0 else n / 4,
-            "payload": f"x{n}", "price": Decimal(n * 7 - 300) / 100, "channel": "app"}
+            "payload": f"x{n}", "price": Decimal(n * 7 - 300) / 100, "tags": [f"t{n % 3}"] * (n % 3),
+            "attrs": {"n": n, "p": partition}, "addr": None if n % 4 == 0 else {"city": f"c{n}", "zip": n},
+            "channel": "app"}
 
 
 def _produce(bootstrap: str, topic: str, partitions: int) -> None:
@@ -77,7 +83,8 @@ def test_avro_round_trip_with_a_registry_outage_at_start(
         pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap, partitions=2, overrides={
             "kafka": {"value_format": "avro"},
             "table": {"schema": "id STRING, ts TIMESTAMP, country STRING, amount DOUBLE, "
-                                "payload STRING, price DECIMAL(9, 2)"},
+                                "payload STRING, price DECIMAL(9, 2), tags ARRAY<STRING>, "
+                                "attrs MAP<STRING, BIGINT>, addr STRUCT<city: STRING, zip: INT>"},
             "avro": {"registry_url": registry.url, "registry_timeout_s": 2},
             "service": {"retry_backoff_ms": 500},
         })
@@ -98,10 +105,12 @@ def test_avro_round_trip_with_a_registry_outage_at_start(
     dlq = sum(int(pipeline.commit_metadata(i)["extraMetadata"].get("hudi.sink.records.dlq", 0))
               for i in pipeline.completed_commits())
     assert dlq == 0
-    columns = ["id", "ts", "country", "amount", "payload", "price"]
+    columns = ["id", "ts", "country", "amount", "payload", "price", "tags", "attrs", "addr"]
     rows = {r["id"]: r for r in table.select(columns).to_pylist()}
     assert len(rows) == table.num_rows == PER_PARTITION * pipeline.partitions
     for partition in range(pipeline.partitions):
         for n in range(PER_PARTITION):
             sent = _record(partition, n)
-            assert rows[sent["id"]] == {key: sent[key] for key in columns}
+            expected = {key: sent[key] for key in columns}
+            expected["attrs"] = list(sent["attrs"].items())  # Arrow maps read as (key, value) lists
+            assert rows[sent["id"]] == expected

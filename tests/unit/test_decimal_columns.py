@@ -11,13 +11,12 @@ from pathlib import Path
 import orjson
 import pyarrow as pa
 import pytest
-from kafka_records import Rec
+from kafka_records import accept_values
 from registry_app import confluent_avro
 
 from services.participant.avro_format import AvroValues
 from services.participant.decoded import rows_to_arrow
 from services.participant.decoder import RecordDecoder
-from services.participant.transaction import TransactionParticipant
 from shared.config import TableConfig
 from shared.errors import SchemaError
 from shared.schema import parse_ddl
@@ -26,13 +25,6 @@ from shared.schema_registry import FileSchema
 TABLE = TableConfig(schema="id STRING, price DECIMAL(9, 2), big numeric(38)", record_key_field="id",
                     ).table_schema()
 
-
-def _accept(decoder: RecordDecoder, values: list[bytes]) -> TransactionParticipant:
-    p = TransactionParticipant(topic="t", partition=0, flush_records=100, fail_on_error=False,
-                               decoder=decoder)
-    p.begin("20250101000000001", 1, 0)
-    p.accept([Rec(i, v) for i, v in enumerate(values)])
-    return p
 
 
 def test_schema_types() -> None:
@@ -47,7 +39,7 @@ def test_schema_types() -> None:
 
 
 def test_json_numbers_and_strings_exactly() -> None:
-    p = _accept(RecordDecoder(TABLE, 1 << 20), [orjson.dumps(v) for v in (
+    p = accept_values(RecordDecoder(TABLE, 1 << 20), [orjson.dumps(v) for v in (
         {"id": "a", "price": 12.5, "big": str(10**37)},  # past 64 bits: as a string
         {"id": "b", "price": "1234567.89", "big": "-5"},
         {"id": "c", "price": 3},
@@ -74,6 +66,6 @@ def test_avro_decimal_logical_type(tmp_path: Path) -> None:
     avsc = tmp_path / "r.avsc"
     avsc.write_text(json.dumps(writer))
     values = AvroValues(FileSchema(str(avsc)))
-    p = _accept(RecordDecoder(TABLE, 1 << 20, value_parser=values.parse),
+    p = accept_values(RecordDecoder(TABLE, 1 << 20, value_parser=values.parse),
                 [confluent_avro(1, writer, {"id": "a", "price": Decimal("-0.05")})])
     assert rows_to_arrow(p.rows, TABLE).to_pylist() == [{"id": "a", "price": Decimal("-0.05"), "big": None}]
