@@ -14,6 +14,7 @@ from typing import Any
 
 from shared.config import SinkConfig, load_config
 from shared.errors import ConfigError
+from shared.faults import Faults
 from shared.runner import configure_logging, serve_service
 
 __all__ = ["main"]
@@ -45,13 +46,14 @@ def _service_command(factory: Callable[[SinkConfig], Any]) -> Callable[[argparse
 def _coordinator(config: SinkConfig) -> Any:
     from services.coordinator.service import CoordinatorService
 
-    return CoordinatorService(config, admin_url=f"http://{config.admin.host}:{config.admin.port}")
+    return CoordinatorService(config, admin_url=f"http://{config.admin.host}:{config.admin.port}",
+                              faults=Faults.from_environment())
 
 
 def _participant(config: SinkConfig) -> Any:
     from services.participant.service import ParticipantService
 
-    return ParticipantService(config)
+    return ParticipantService(config, faults=Faults.from_environment())
 
 
 def _deleter(config: SinkConfig) -> Any:

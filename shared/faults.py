@@ -28,11 +28,12 @@ log = logging.getLogger("hudi_sink.faults")
 class Faults:
     """The parsed fault plan of one process."""
 
-    def __init__(self, spec: str | None = None) -> None:
+    def __init__(self, spec: str = "") -> None:
+        """Parse ``spec``; the empty plan injects nothing. Only the CLI reads the
+        environment (:meth:`from_environment`), so no constructor depends on it."""
         self._drops: dict[str, int] = {}
         self._failing_flushes: set[int] = set()
-        text = spec if spec is not None else os.environ.get(ENV, "")
-        for item in (part.strip() for part in text.split(",")):
+        for item in (part.strip() for part in spec.split(",")):
             if not item:
                 continue
             parts = item.split(":")
@@ -46,6 +47,11 @@ class Faults:
         if self._drops or self._failing_flushes:
             log.warning("fault injection active: drops %s, failing flushes %s",
                         self._drops, sorted(self._failing_flushes))
+
+    @classmethod
+    def from_environment(cls) -> Faults:
+        """The plan in ``HUDI_SINK_FAULTS`` (empty when unset)."""
+        return cls(os.environ.get(ENV, ""))
 
     def should_drop(self, message_type: str) -> bool:
         remaining = self._drops.get(message_type, 0)

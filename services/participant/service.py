@@ -62,8 +62,8 @@ class ParticipantService(ServiceShell[ParticipantClients]):
 
     def __init__(self, config: SinkConfig, *, faults: Faults | None = None,
                  clients: KafkaClientFactory | None = None, clock: Clock = time.monotonic) -> None:
-        """``faults`` is the process's fault plan (``Faults()`` reads ``HUDI_SINK_FAULTS``;
-        built here only when the caller passes none); ``clock`` is monotonic seconds for
+        """``faults`` is the process's fault plan (the CLI passes
+        ``Faults.from_environment()``; none by default); ``clock`` is monotonic seconds for
         every timing decision (drains, re-announcements, flush durations)."""
         super().__init__(config)
         self._faults = faults if faults is not None else Faults()
