@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from shared.avro_ddl import SOURCES, resolve_schema_source
 from shared.config_file import read_config_file
 from shared.config_sections import AvroConfig, ServiceConfig
 from shared.errors import ConfigError
@@ -366,6 +367,9 @@ def config_from_mapping(
         config = config.model_copy(
             update={"table": config.table.model_copy(update={"base_path": str(base_path)})}
         )
+    if config.table.schema_ddl.startswith(SOURCES):  # avsc:FILE or registry:URL, read once
+        ddl = resolve_schema_source(config.table.schema_ddl, config.avro, base_dir or Path.cwd())
+        config = config.model_copy(update={"table": config.table.model_copy(update={"schema_ddl": ddl})})
     # The schema must parse and hold the key fields; checked here so it fails at start.
     config.table.table_schema()
     return config

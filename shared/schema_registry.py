@@ -29,7 +29,7 @@ from shared.config_sections import AvroConfig
 from shared.errors import ConfigError, HudiSinkError
 
 __all__ = ["WriterSchemas", "RegistrySchemas", "FileSchema", "UnknownSchemaId", "RegistryUnavailable",
-           "writer_schemas"]
+           "writer_schemas", "fetch_json"]
 
 
 class UnknownSchemaId(HudiSinkError):
@@ -55,19 +55,38 @@ class FileSchema:
         return self._schema
 
 
+def _headers(config: AvroConfig) -> dict[str, str]:
+    headers = {"Accept": "application/vnd.schemaregistry.v1+json, application/json"}
+    if config.registry_username is not None:
+        token = f"{config.registry_username}:{config.registry_password or ''}".encode()
+        headers["Authorization"] = "Basic " + base64.b64encode(token).decode()
+    return headers
+
+
+def fetch_json(url: str, config: AvroConfig) -> Any:
+    """``GET url`` with the registry's credentials and CA bundle; 404 → ``UnknownSchemaId``,
+    no answer, another error status or a body that is not JSON → ``RegistryUnavailable``."""
+    context = ssl.create_default_context(cafile=config.registry_ca_file) if url.startswith("https") else None
+    request = urllib.request.Request(url, headers=_headers(config))  # noqa: S310 - configured URL
+    try:
+        with urllib.request.urlopen(request, timeout=config.registry_timeout_s,  # noqa: S310
+                                    context=context) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            raise UnknownSchemaId(f"{url}: not in the registry (404)") from None
+        raise RegistryUnavailable(f"registry answered {exc.code} for {url}") from None
+    except (OSError, ValueError) as exc:  # refused, timeout, TLS, a body that is not JSON
+        raise RegistryUnavailable(f"registry unreachable at {url}: {exc}") from None
+
+
 class RegistrySchemas:
     """``GET {url}/schemas/ids/{id}``, cached (thread-safe: flushes decode in worker threads)."""
 
     def __init__(self, config: AvroConfig) -> None:
         assert config.registry_url is not None
+        self._config = config
         self._url = config.registry_url.rstrip("/")
-        self._timeout = config.registry_timeout_s
-        self._headers = {"Accept": "application/vnd.schemaregistry.v1+json, application/json"}
-        if config.registry_username is not None:
-            token = f"{config.registry_username}:{config.registry_password or ''}".encode()
-            self._headers["Authorization"] = "Basic " + base64.b64encode(token).decode()
-        self._context = (ssl.create_default_context(cafile=config.registry_ca_file)
-                         if self._url.startswith("https") else None)
         self._cache: dict[int, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
@@ -81,18 +100,10 @@ class RegistrySchemas:
             return self._cache[schema_id]
 
     def _fetch(self, schema_id: int) -> dict[str, Any]:
-        url = f"{self._url}/schemas/ids/{schema_id}"
-        request = urllib.request.Request(url, headers=self._headers)  # noqa: S310 - configured URL
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout,  # noqa: S310
-                                        context=self._context) as response:
-                body = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                raise UnknownSchemaId(f"schema id {schema_id} is not in the registry") from None
-            raise RegistryUnavailable(f"registry answered {exc.code} for {url}") from None
-        except (OSError, ValueError) as exc:  # refused, timeout, TLS, a body that is not JSON
-            raise RegistryUnavailable(f"registry {self._url} unreachable: {exc}") from None
+            body = fetch_json(f"{self._url}/schemas/ids/{schema_id}", self._config)
+        except UnknownSchemaId:
+            raise UnknownSchemaId(f"schema id {schema_id} is not in the registry") from None
         try:
             schema = json.loads(body["schema"])
         except (KeyError, TypeError, ValueError):

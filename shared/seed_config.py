@@ -103,15 +103,6 @@ def _only(allowed: Mapping[str, str | None]) -> Callable[[str], Any]:
     return check
 
 
-def _refuse(reason: str) -> Callable[[str], Any]:
-    """A key whose every value is refused, for the reason given."""
-
-    def refuse(_value: str) -> None:
-        raise ValueError(reason)
-
-    return refuse
-
-
 _CONVERTERS = {
     "org.apache.kafka.connect.json.JsonConverter": None,  # value_format from schemas.enable
     "org.apache.kafka.connect.storage.StringConverter": None,
@@ -149,9 +140,9 @@ SEED_KEYS: dict[str, SeedKey] = {
     "target.table.name": SeedKey((("table", "name"),), _text),
     "target.database.name": SeedKey((("table", "database"),), _text),
     "partition.field.name": SeedKey((("table", "partition_field"),), _text),
-    "schemaprovider.class": SeedKey((), _refuse(
-        "schema providers are not supported by this release: give the table's schema as "
-        "table.schema (DDL), e.g. table.schema=... or HUDI_SINK__TABLE__SCHEMA")),
+    "schemaprovider.class": SeedKey((), _only({
+        "org.apache.hudi.utilities.schema.FilebasedSchemaProvider": None,
+        "org.apache.hudi.utilities.schema.SchemaRegistryProvider": None})),
     "write.ignore.failed": SeedKey((("errors", "tolerance"),), _tolerance),
     "hoodie.table.base.file.format": SeedKey((), _only({
         "PARQUET": None,
@@ -183,9 +174,14 @@ effect (it changes how Connect's Avro converter names enums and unions; values a
 CONVERTER_KEYS: dict[str, SeedKey] = {
     "value.converter.schema.registry.url": SeedKey((("avro", "registry_url"),), _text),
     "value.converter.basic.auth.user.info": SeedKey((("avro",),), _user_info),
+    **{f"hoodie.{tool}.schemaprovider.source.schema.file": SeedKey(
+        (("table", "schema"),), lambda v: f"avsc:{_text(v)}") for tool in ("deltastreamer", "streamer")},
+    **{f"hoodie.{tool}.schemaprovider.registry.url": SeedKey(
+        (("table", "schema"),), lambda v: f"registry:{_text(v)}") for tool in ("deltastreamer", "streamer")},
 }
-"""Kafka Connect's own keys of the Avro converter (not in the seed's list, but in every file
-that uses it)."""
+"""Kafka Connect's own keys of the Avro converter and the settings of Hudi's two schema
+providers (not in the seed's list, but in every file that uses them): the table schema from an
+``.avsc`` file or a registry subject (``shared.avro_ddl``)."""
 
 IGNORED_KEYS: dict[str, str] = {
     "connector.class": "hudi-sink runs as its own services (hudi-sink coordinator/participant/"

@@ -1,6 +1,7 @@
 """A small local schema registry for tests: the documented Confluent endpoint
 ``GET /schemas/ids/{id}`` → ``{"schema": "<Avro schema JSON text>"}`` (404 with error code 40403
-for an unknown id), optional HTTP basic auth, and a switch that makes it answer 503 as a
+for an unknown id) and ``GET /subjects/{subject}/versions/latest`` (the subject's schema is the
+id given for it in ``subjects``), optional HTTP basic auth, and a switch that makes it answer 503 as a
 registry outage would. No schema registry ships in the package indexes this project can reach,
 so the tests serve the endpoint themselves; the framing of values is Confluent's documented
 wire format (magic byte 0, 4-byte big-endian id, Avro binary body), encoded with fastavro."""
@@ -29,8 +30,9 @@ class LocalRegistry:
     """``with LocalRegistry({1: schema}) as registry:`` serves on ``registry.url``."""
 
     def __init__(self, schemas: dict[int, dict[str, Any]], *, user: str | None = None,
-                 password: str | None = None) -> None:
+                 password: str | None = None, subjects: dict[str, int] | None = None) -> None:
         self.schemas = schemas
+        self.subjects = subjects or {}
         self.down = False
         self.requests: list[str] = []
         expected = (None if user is None
@@ -61,7 +63,12 @@ class LocalRegistry:
                     if schema is None:
                         return self._answer(404, {"error_code": 40403, "message": "Schema not found"})
                     return self._answer(200, {"schema": json.dumps(schema)})
-                return self._answer(404, {"error_code": 404, "message": "HTTP 404 Not Found"})
+                if (len(parts) == 4 and parts[0] == "subjects" and parts[2:] == ["versions", "latest"]
+                        and parts[1] in registry.subjects):
+                    schema_id = registry.subjects[parts[1]]
+                    return self._answer(200, {"subject": parts[1], "version": 1, "id": schema_id,
+                                              "schema": json.dumps(registry.schemas[schema_id])})
+                return self._answer(404, {"error_code": 40401, "message": "Subject not found"})
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"

@@ -139,7 +139,7 @@ def test_own_dotted_keys_and_json_values(tmp_path: Path) -> None:
     ("value.converter=com.example.ProtobufConverter\n", "value.converter"),
     ("value.converter.basic.auth.user.info=nopassword\n", "value.converter.basic.auth.user.info"),
     ("value.converter.schemas.enable=maybe\n", "value.converter.schemas.enable"),
-    ("schemaprovider.class=org.apache.hudi.schema.FilebasedSchemaProvider\n", "schemaprovider.class"),
+    ("schemaprovider.class=com.example.MySchemaProvider\n", "schemaprovider.class"),
     ("coordinator.writestatus.timeout=soon\n", "coordinator.writestatus.timeout"),
 ])
 def test_refused_keys_are_named(tmp_path: Path, text: str, key: str) -> None:
