@@ -228,3 +228,20 @@ def test_avro_converter_with_registry_and_basic_auth(tmp_path: Path) -> None:
     assert config.kafka.value_format == "avro"
     assert config.avro.registry_url == "https://registry:8081"
     assert (config.avro.registry_username, config.avro.registry_password) == ("sink", "s3cr:et")
+
+
+def test_properties_file_equals_the_equivalent_yaml(tmp_path: Path) -> None:
+    """Every mapped seed key lands where the equivalent YAML puts it: the same SinkConfig."""
+    properties = load_config(_write(tmp_path, FULL), environ=SCHEMA_ENV)
+    yaml_file = tmp_path / "sink.yaml"
+    yaml_file.write_text(json.dumps({
+        "kafka": {"topics": ["orders", "returns"], "bootstrap_servers": "kafka-1:9092,kafka-2:9092",
+                  "control_topic": "hudi-control-topic", "value_format": "json"},
+        "table": {"base_path": "warehouse/orders", "name": "orders_hudi", "database": "sales",
+                  "partition_field": "country", "kafka_metadata": True, "parquet_codec": "zstd"},
+        "errors": {"tolerance": "fail"},
+        "transaction": {"allow_empty_commit": False, "flush_records": 5000, "interval_ms": 30000,
+                        "write_status_timeout_ms": 120000},
+        "service": {"retry_backoff_ms": 250, "shutdown_timeout_ms": 15000, "retry_timeout_ms": 90000},
+    }))  # JSON is YAML
+    assert load_config(yaml_file, environ=SCHEMA_ENV) == properties
