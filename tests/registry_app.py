@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import ssl
 import struct
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,7 +31,9 @@ class LocalRegistry:
     """``with LocalRegistry({1: schema}) as registry:`` serves on ``registry.url``."""
 
     def __init__(self, schemas: dict[int, dict[str, Any]], *, user: str | None = None,
-                 password: str | None = None, subjects: dict[str, int] | None = None) -> None:
+                 password: str | None = None, subjects: dict[str, int] | None = None,
+                 tls: tuple[str, str] | None = None) -> None:
+        """``tls``: (certificate file, key file) to serve https."""
         self.schemas = schemas
         self.subjects = subjects or {}
         self.down = False
@@ -71,7 +74,13 @@ class LocalRegistry:
                 return self._answer(404, {"error_code": 40401, "message": "Subject not found"})
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
 
     def __enter__(self) -> LocalRegistry:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()

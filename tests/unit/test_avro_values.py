@@ -6,6 +6,7 @@ is a bad record, a registry outage is not (``Deferred``: the partition waits).""
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -127,3 +128,16 @@ def test_avsc_file_provider_and_config(tmp_path: Path) -> None:
     assert isinstance(values.parse(b"\x01\x00\x00\x00\x01"), Rejected)
     with pytest.raises(ConfigError, match="avro.registry_url"):
         writer_schemas(AvroConfig())
+
+
+def test_tls_registry_with_a_ca_bundle(tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    with LocalRegistry({1: WRITER_V1}, tls=(str(cert), str(key))) as registry:
+        assert registry.url.startswith("https://")
+        trusted = RegistrySchemas(AvroConfig(registry_url=registry.url, registry_ca_file=str(cert)))
+        assert trusted.get(1)["name"] == "Order"
+        with pytest.raises(RegistryUnavailable, match="CERTIFICATE_VERIFY_FAILED|certificate"):
+            RegistrySchemas(AvroConfig(registry_url=registry.url)).get(1)  # system CAs only
