@@ -184,9 +184,7 @@ class CleanerConfig(_Section):
 class ArchivalConfig(_Section):
     """Timeline archival (Hudi's defaults: archive down to 20 once over 30 instants)."""
 
-    enabled: bool = False
-    """Off until the deleter counts base files older than the active timeline as committed
-    (else its orphan scan would take archived instants' files for orphans)."""
+    enabled: bool = True
     max_instants: int = Field(30, ge=2)
     min_instants: int = Field(20, ge=1)
 

@@ -7,8 +7,12 @@ unit test. The rules, in the order they are applied:
 1. Only files of this table, and never its metadata: an intent for another table, a path
    outside the base path, anything in ``.hoodie/`` other than staging (``.hoodie/.temp``), or a
    partition marker is KEEP.
-2. A file listed by ANY completed commit is never deleted (KEEP), whatever the intent says:
-   a forged or stale intent changes nothing.
+2. A file listed by ANY completed commit or replacecommit, or a base file older than the
+   active timeline (archived as committed), is never deleted (KEEP), whatever the intent
+   says: a forged or stale intent changes nothing. The one exception is checked here, on the
+   table, not taken from the intent: a CLEANED intent whose clean is recorded and whose file
+   group a completed replacecommit replaced at or before that clean's earliest retained
+   instant (no retained instant can read it).
 3. A missing file is success (ALREADY_GONE): deletion is idempotent.
 4. A file written for an instant that is still pending (and not decided ABORT) is in use:
    RETRY_LATER (ORPHAN: KEEP, the next scan looks again). The instant is read from the path,
@@ -96,8 +100,10 @@ def decide(
         return Decision(Outcome.KEEP, "path is outside the table's base path")
     if _protected(relative):
         return Decision(Outcome.KEEP, "path is table metadata, never deleted by intent")
-    # 2. never a live file
-    if snapshot.is_listed(intent.file_path):
+    # 2. never a live file (a file group cleaned after its replacement is no longer live)
+    cleaned = (intent.reason is DeletionReason.CLEANED and intent.killing_instant is not None
+               and snapshot.cleaned_by(intent.file_path, intent.killing_instant))
+    if snapshot.is_listed(intent.file_path) and not cleaned:
         return Decision(Outcome.KEEP, "listed by a completed commit")
     # 3. idempotent
     if file is None:
@@ -124,6 +130,9 @@ def decide(
             return Decision(Outcome.DELETE, f"instant {killing} is over: older than the latest "
                             "completed commit, neither pending nor completed (rolled back)")
     elif intent.reason in _REPLACE_KILLED:
+        if intent.reason is DeletionReason.CLEANED and killing in snapshot.cleans and not cleaned:
+            return Decision(Outcome.KEEP, f"clean {killing} may not remove this file: its file "
+                            "group is not replaced at or before the clean's retained instants")
         if killing in snapshot.rolled_back:
             return Decision(Outcome.KEEP, f"{intent.reason.value.lower()} instant {killing} was rolled back")
         if killing in snapshot.completed:

@@ -21,15 +21,18 @@ from __future__ import annotations
 import asyncio
 import posixpath
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from shared.fs import FileInfo, FileSystem
 from shared.hudi import layout
 from shared.hudi.layout import PARTITION_METADATA_FILE, InstantState
 from shared.hudi.naming import instant_key, is_instant_time, parse_base_file_name
+from shared.hudi.replace import ReplaceTimeline, replaced_groups
 from shared.hudi.table import HudiTable
 from shared.sink_log import EntryKind, SinkLog, SinkLogState
+from shared.sink_log_state import commit_finished
 
 __all__ = [
     "TableSnapshot",
@@ -95,9 +98,41 @@ class TableSnapshot:
     """Normalised absolute paths of every file a completed commit lists."""
     latest_instant: str | None
     loaded_at: float
+    replaced: Mapping[tuple[str, str], str] = field(default_factory=lambda: MappingProxyType({}))
+    """(partition, fileId) → the completed replacecommit that replaced the file group."""
+    cleans: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """Recorded cleans (``.hoodie/.sink/clean``): clean instant → its earliest retained instant."""
+    timeline_start: str | None = None
+    """Earliest completed instant of the active timeline: base files of older instants were
+    committed and archived (readers count them as committed, so they are live)."""
 
     def is_listed(self, path: str) -> bool:
-        return normalize(path) in self.listed_files
+        """Live: listed by a completed instant, or a base file archived as committed."""
+        if normalize(path) in self.listed_files:
+            return True
+        relative = relative_path(self.table_path, path)
+        return relative is not None and self._archived_committed(relative)
+
+    def _archived_committed(self, relative: str) -> bool:
+        if self.timeline_start is None or relative.split("/", 1)[0] == META_DIR:
+            return False
+        parsed = parse_base_file_name(posixpath.basename(relative))
+        return (parsed is not None and parsed.instant not in self.pending
+                and instant_key(parsed.instant) < instant_key(self.timeline_start))
+
+    def cleaned_by(self, path: str, clean: str) -> bool:
+        """Whether recorded clean ``clean`` may remove the file: its file group was replaced
+        by a completed replacecommit at or before the clean's earliest retained instant, so
+        no retained instant (snapshot or time travel) reads it."""
+        retained_from = self.cleans.get(clean)
+        relative = relative_path(self.table_path, path)
+        if retained_from is None or relative is None:
+            return False
+        parsed = parse_base_file_name(posixpath.basename(relative))
+        if parsed is None:
+            return False
+        by = self.replaced.get((posixpath.dirname(relative), parsed.file_id))
+        return by is not None and instant_key(by) <= instant_key(retained_from)
 
     def knows(self, instant: str) -> bool:
         """Whether ``instant`` is not newer than anything this snapshot has seen."""
@@ -108,7 +143,7 @@ class TableSnapshot:
     def references(self, relative: str) -> bool:
         """Whether a live or possibly-live instant needs the file (orphan-scan subtraction):
         listed by a completed commit, or written for an instant that is still pending."""
-        if normalize(posixpath.join(self.table_path, relative)) in self.listed_files:
+        if self.is_listed(posixpath.join(self.table_path, relative)):
             return True
         instant = own_instant(relative)
         return instant is not None and instant in self.pending
@@ -120,10 +155,14 @@ class _Memo:
 
     log_state: SinkLogState = field(default_factory=SinkLogState)
     files_by_commit: dict[str, frozenset[str]] = field(default_factory=dict)
+    replaced_by_commit: dict[str, frozenset[tuple[str, str]]] = field(default_factory=dict)
 
 
-def _listed_files(table: HudiTable, instant: str) -> frozenset[str]:
+def _listed_files(table: HudiTable, instant: str, memo: _Memo) -> frozenset[str]:
+    """Files a completed commit or replacecommit lists (and, for a replacecommit, the file
+    groups it replaced, into ``memo``)."""
     metadata = table.read_commit_metadata(instant)
+    memo.replaced_by_commit[instant] = frozenset(replaced_groups(metadata))
     paths: set[str] = set()
     for stats in (metadata.get("partitionToWriteStats") or {}).values():
         for stat in stats or ():
@@ -151,20 +190,32 @@ def load_snapshot(
     rolled_back = {t for t, e in log_state.decisions.items() if e.kind is EntryKind.ABORT}
     decided_commit = {t for t, e in log_state.decisions.items() if e.kind is EntryKind.COMMIT}
     for instant in sorted(completed - memo.files_by_commit.keys()):
-        memo.files_by_commit[instant] = _listed_files(table, instant)
+        memo.files_by_commit[instant] = _listed_files(table, instant, memo)
     for instant in list(memo.files_by_commit.keys() - completed):
-        del memo.files_by_commit[instant]  # a restore removed it: forget its files
+        del memo.files_by_commit[instant]  # a restore or archival removed it: forget its files
+        memo.replaced_by_commit.pop(instant, None)
+    replaced = {group: instant for instant in sorted(memo.replaced_by_commit, key=instant_key)
+                for group in memo.replaced_by_commit[instant]}
+    cleans = {r.instant: r.earliest_retained for r in ReplaceTimeline(table).cleans()}
     listed = frozenset().union(*memo.files_by_commit.values()) if memo.files_by_commit else frozenset()
+    # A decided COMMIT off the timeline that is older than the latest completed instant and
+    # not pending was archived (or is a maintenance decision, never on the timeline): finished.
+    latest_completed = max(completed, key=instant_key, default=None)
     every = completed | timeline_pending | log_state.decisions.keys()
     latest = max(every, key=instant_key, default=None)
     return TableSnapshot(
         table_path=table.base_path,
-        completed=frozenset(completed),
-        pending=frozenset(timeline_pending | (decided_commit - completed)),
+        completed=frozenset(completed | cleans.keys()),
+        pending=frozenset(timeline_pending | {
+            d for d in decided_commit - completed - cleans.keys()
+            if not commit_finished(d, completed, timeline_pending, latest_completed)}),
         rolled_back=frozenset(rolled_back),
         listed_files=listed,
         latest_instant=latest,
         loaded_at=time.monotonic() if now is None else now,
+        replaced=MappingProxyType(replaced),
+        cleans=MappingProxyType(cleans),
+        timeline_start=min(completed, key=instant_key, default=None),
     )
 
 
