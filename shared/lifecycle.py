@@ -28,6 +28,7 @@ from shared.admin import create_admin_app
 from shared.config import SinkConfig
 from shared.kafka import TopicAdmin, ensure_sink_topics, wait_for_kafka
 from shared.metrics import Metrics
+from shared.retry import retrying
 from shared.states import SERVICE_TRANSITIONS, ServicePhase, StateMachine
 from shared.storage import check_exclusive_create, filesystem_for, is_object_store
 
@@ -115,7 +116,9 @@ async def kafka_prelude(
     set_not_ready(f"connecting to Kafka at {config.kafka.bootstrap_servers}")
     await wait_for_kafka(config.kafka, on_attempt=set_not_ready)
     set_not_ready("creating topics")
-    await ensure_sink_topics(config)
+    async for attempt in retrying(config.service, "creating the sink's topics"):  # a broker
+        with attempt:  # may refuse while its controller moves: retried, not fatal at start
+            await ensure_sink_topics(config)
     if data_topics:
         async with TopicAdmin(config.kafka) as admin:
             await admin.wait_for_topics(config.kafka.topics, config.kafka.startup_timeout_s,

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from shared.config import ServiceConfig
-from shared.errors import HudiSinkBug
+from shared.errors import ConfigError, HudiSinkBug
 from shared.retry import retrying
 
 
@@ -52,3 +52,10 @@ async def test_attempt_cap_and_no_retry_of_our_own_bugs() -> None:
                 started.append(time.monotonic())
                 raise HudiSinkBug("invariant broken")
     assert len(started) == 1
+
+    with pytest.raises(ConfigError):
+        async for attempt in retrying(config, "op"):
+            with attempt:
+                started.append(time.monotonic())
+                raise ConfigError("control topic has 3 partitions", "kafka.control_topic")
+    assert len(started) == 2
