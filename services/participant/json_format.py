@@ -11,7 +11,10 @@ error path, so a valid record is parsed once.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from datetime import date, timedelta
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -22,6 +25,7 @@ from services.participant.decoded import INVALID_JSON, INVALID_UTF8, NOT_AN_ENVE
 __all__ = ["parse_object", "parse_connect_envelope"]
 
 _CONNECT_DATE = "org.apache.kafka.connect.data.Date"
+_CONNECT_DECIMAL = "org.apache.kafka.connect.data.Decimal"
 _EPOCH_DAY = date(1970, 1, 1)
 
 
@@ -41,7 +45,8 @@ def parse_connect_envelope(value: bytes) -> dict[str, Any] | Rejected | None:
     "payload": {…}}``. The payload is the record, decoded against ``table.schema`` like a plain
     JSON object; ``None`` for a null payload (a tombstone). Connect's logical types arrive as
     the decoder takes them (``Timestamp`` as epoch milliseconds) except ``Date`` (days since
-    the epoch), which the envelope's schema names and which is turned into an ISO date here."""
+    the epoch) and ``Decimal`` (base64 bytes), which the envelope's schema names and which are
+    turned into an ISO date and a decimal here."""
     obj = parse_object(value)
     if type(obj) is not dict:
         return obj
@@ -58,12 +63,26 @@ def parse_connect_envelope(value: bytes) -> dict[str, Any] | Rejected | None:
     fields = schema.get("fields") if type(schema) is dict else None
     if type(fields) is list:
         for field in fields:
-            if type(field) is dict and field.get("name") == _CONNECT_DATE:
-                name = field.get("field")
-                days = payload.get(name) if type(name) is str else None
-                if type(days) is int and -719162 <= days <= 2932896:  # years 1..9999
-                    payload[name] = (_EPOCH_DAY + timedelta(days=days)).isoformat()
+            if type(field) is not dict or type(field.get("field")) is not str:
+                continue
+            name, logical = field["field"], field.get("name")
+            raw = payload.get(name)
+            if logical == _CONNECT_DATE and type(raw) is int and -719162 <= raw <= 2932896:
+                payload[name] = (_EPOCH_DAY + timedelta(days=raw)).isoformat()  # years 1..9999
+            elif logical == _CONNECT_DECIMAL and type(raw) is str:
+                payload[name] = _connect_decimal(raw, field.get("parameters"))
     return payload
+
+
+def _connect_decimal(text: str, parameters: Any) -> Any:
+    """Connect's ``Decimal``: base64 of the unscaled value (big-endian two's complement), the
+    scale in the schema's parameters. Text that is not that stays text (the column decides)."""
+    try:
+        scale = int(parameters["scale"])
+        unscaled = int.from_bytes(base64.b64decode(text, validate=True), "big", signed=True)
+    except (KeyError, TypeError, ValueError, binascii.Error):
+        return text
+    return Decimal(unscaled).scaleb(-scale)
 
 
 def _undecodable(value: bytes, exc: orjson.JSONDecodeError) -> Rejected:
