@@ -2,7 +2,8 @@
 so a regression shows in the stage it happens in.
 
 - decode: record values → decoded rows (the participant's decoder);
-- arrow build: a flush's rows → the Arrow table with meta columns and the file plan;
+- arrow build: a flush's rows → the Arrow columns with the meta columns (once per flush);
+- name files: fresh file ids and the ``_hoodie_file_name`` column (once per attempt);
 - spark flush: that table → staged Parquet files through the process's SparkSession
   (warm; the median of several flushes of ``flush_records`` rows);
 - commit: a coordinator's commit of one instant listing 32 staged files (4 Kafka partitions
@@ -27,7 +28,7 @@ import orjson
 from services.bench.data import BENCH_SCHEMA, RecordMaker
 from services.coordinator.committer import DirectDisposal, TableCommitter
 from services.participant.decoder import RecordDecoder, Row
-from services.participant.flush_plan import FlushInput, plan_flush
+from services.participant.flush_plan import FlushInput, name_flush, plan_flush, prepare_flush
 from shared.config import SparkConfig, TableConfig
 from shared.fs import LocalFileSystem
 from shared.hudi.naming import base_file_name, new_file_id, next_instant_time, partition_path
@@ -108,9 +109,11 @@ def run_stages(records: int, record_bytes: int, out: Path | None = None) -> int:
     offsets = list(range(len(flush_rows)))
     with tempfile.TemporaryDirectory(prefix="hudi-sink-stages-") as scratch:
         staging = f"{scratch}/staging"
-        seconds, (arrow, plans) = _best(3, lambda: plan_flush(flush_rows, offsets, schema,
-                                                              _spec(staging, 0)))
+        seconds, prepared = _best(3, lambda: prepare_flush(flush_rows, offsets, schema,
+                                                          _spec(staging, 0)))
         note("arrow build", len(flush_rows), seconds)
+        seconds, _named = _best(3, lambda: name_flush(prepared, _spec(staging, 0)))
+        note("name files", len(flush_rows), seconds)
 
         fs = LocalFileSystem()
         writer = SparkWriter(SparkConfig(master="local[2]"), fs)

@@ -1,7 +1,9 @@
 """Turn a buffer of decoded rows into the Arrow table and file plan of one flush.
 
 Pure (no I/O): the file names, meta columns and ``__hs_part`` index are decided here, so the
-Spark writer only has to write and rename.
+Spark writer only has to write and rename. Two steps: :func:`prepare_flush` builds the Arrow
+columns once per buffer (the costly part), :func:`name_flush` names fresh files for every
+attempt.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from shared.hudi.naming import base_file_name, new_file_id, partition_path, writ
 from shared.schema import TableSchema
 from shared.spark_writer import PART_COLUMN, PlannedFile
 
-__all__ = ["FlushInput", "plan_flush"]
+__all__ = ["FlushInput", "PreparedFlush", "prepare_flush", "name_flush", "plan_flush"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,87 @@ class FlushInput:
     hive_style: bool
 
 
+_META_BEFORE_FILE_NAME = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
+                          "_hoodie_partition_path")
+"""Hudi's meta columns up to ``_hoodie_file_name``, the one a retry renames."""
+
+
+@dataclass(frozen=True)
+class PreparedFlush:
+    """A flush's rows in Arrow, everything but the file names: built once per buffer (the
+    expensive part), so the Python rows can be dropped before the flush waits for a Spark
+    slot, and a retry only names new files (:func:`name_flush`)."""
+
+    columns: pa.Table
+    """Meta columns except ``_hoodie_file_name``, then the data columns."""
+    part_index: pa.Array
+    """int32 per row: index into ``paths`` (becomes ``__hs_part``)."""
+    paths: list[str]
+    """Table partition paths in order of first appearance."""
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.columns.num_rows)
+
+
+def prepare_flush(rows: list[Row], offsets: list[int], schema: TableSchema,
+                  spec: FlushInput) -> PreparedFlush:
+    """The Arrow form of ``rows`` (see :class:`PreparedFlush`)."""
+    field = schema.partition_field
+    hive_style = spec.hive_style
+    index_of: dict[str, int] = {}
+    path_of: dict[object, str] = {}
+    """Partition value → path: a table has few partitions, encoding each once is enough."""
+    part_index: list[int] = []
+    part_paths: list[str] = []
+    for row in rows:
+        value = row.partition_value
+        path = path_of.get(value) if value.__hash__ is not None else None
+        if path is None:
+            path = partition_path(value, field, hive_style)
+            if value.__hash__ is not None:
+                path_of[value] = path
+        index = index_of.get(path)
+        if index is None:
+            index = index_of[path] = len(index_of)
+        part_index.append(index)
+        part_paths.append(path)
+    data = rows_to_arrow(rows, schema)
+    count = len(rows)
+    prefix = f"{spec.instant}_{spec.source_index}_"
+    meta = {  # in the order of _META_BEFORE_FILE_NAME
+        "_hoodie_commit_time": pa.array([spec.instant] * count, pa.string()),
+        "_hoodie_commit_seqno": pa.array([f"{prefix}{offset}" for offset in offsets], pa.string()),
+        "_hoodie_record_key": pa.array([row.record_key for row in rows], pa.string()),
+        "_hoodie_partition_path": pa.array(part_paths, pa.string()),
+    }
+    columns = pa.Table.from_arrays(list(meta.values()) + list(data.columns),
+                                   names=list(meta) + data.column_names)
+    return PreparedFlush(columns, pa.array(part_index, pa.int32()), list(index_of))
+
+
+def name_flush(prepared: PreparedFlush, spec: FlushInput) -> tuple[pa.Table, list[PlannedFile]]:
+    """Fresh file ids for ``prepared`` (on every attempt: staged names never repeat): the
+    table Spark writes (meta columns, data columns, ``__hs_part``) and its file plan."""
+    token = write_token(spec.partition, spec.flush_no, spec.writer_nonce)
+    planned: list[PlannedFile] = []
+    for index, path in enumerate(prepared.paths):
+        fid = new_file_id()
+        name = base_file_name(fid, token, spec.instant)
+        planned.append(PlannedFile(
+            index=index,
+            file_id=fid,
+            partition_path=path,
+            file_name=name,
+            staged_path=posixpath.join(spec.staging_dir, path, name) if path
+            else posixpath.join(spec.staging_dir, name),
+        ))
+    names = pa.array([p.file_name for p in planned], pa.string()).take(prepared.part_index)
+    table = prepared.columns.add_column(len(_META_BEFORE_FILE_NAME), "_hoodie_file_name", names)
+    table = table.append_column(PART_COLUMN, prepared.part_index)
+    return table, planned
+
+
 def plan_flush(
     rows: list[Row],
     offsets: list[int],
@@ -42,41 +125,5 @@ def plan_flush(
     spec: FlushInput,
 ) -> tuple[pa.Table, list[PlannedFile]]:
     """Arrow table (meta columns, data columns, ``__hs_part``) and one PlannedFile per
-    table partition present in ``rows``."""
-    token = write_token(spec.partition, spec.flush_no, spec.writer_nonce)
-    planned: dict[str, PlannedFile] = {}
-    part_index: list[int] = []
-    file_names: list[str] = []
-    part_paths: list[str] = []
-    for row in rows:
-        path = partition_path(row.partition_value, schema.partition_field, spec.hive_style)
-        plan = planned.get(path)
-        if plan is None:
-            fid = new_file_id()  # fresh on every plan: staged names never repeat
-            name = base_file_name(fid, token, spec.instant)
-            plan = PlannedFile(
-                index=len(planned),
-                file_id=fid,
-                partition_path=path,
-                file_name=name,
-                staged_path=posixpath.join(spec.staging_dir, path, name) if path
-                else posixpath.join(spec.staging_dir, name),
-            )
-            planned[path] = plan
-        part_index.append(plan.index)
-        file_names.append(plan.file_name)
-        part_paths.append(path)
-    data = rows_to_arrow(rows, schema)
-    count = len(rows)
-    meta = {
-        "_hoodie_commit_time": pa.array([spec.instant] * count, pa.string()),
-        "_hoodie_commit_seqno": pa.array(
-            [f"{spec.instant}_{spec.source_index}_{offset}" for offset in offsets], pa.string()
-        ),
-        "_hoodie_record_key": pa.array([row.record_key for row in rows], pa.string()),
-        "_hoodie_partition_path": pa.array(part_paths, pa.string()),
-        "_hoodie_file_name": pa.array(file_names, pa.string()),
-    }
-    columns = list(meta.values()) + list(data.columns) + [pa.array(part_index, pa.int32())]
-    names = list(meta) + data.column_names + [PART_COLUMN]
-    return pa.Table.from_arrays(columns, names=names), list(planned.values())
+    table partition present in ``rows``: :func:`prepare_flush` then :func:`name_flush`."""
+    return name_flush(prepare_flush(rows, offsets, schema, spec), spec)

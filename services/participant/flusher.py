@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from services.participant.flush_plan import FlushInput, plan_flush
+from services.participant.flush_plan import FlushInput, name_flush, prepare_flush
 from services.participant.transaction import PendingBuffer, TransactionParticipant
 from shared.config import SinkConfig
 from shared.faults import ENV as FAULTS_ENV
@@ -116,6 +116,12 @@ class Flusher:
             hive_style=cfg.table.hive_style_partitioning,
         )
         what = f"flush of {state.topic}-{state.partition} for {buffer.instant}"
+        # The rows' Arrow form is built once, before the flush waits for a Spark slot, and
+        # the Python rows are dropped: a waiting flush holds its data once, compactly.
+        prepared = await asyncio.to_thread(
+            prepare_flush, buffer.rows, buffer.offsets, self._schema, spec
+        )
+        buffer.rows, buffer.offsets = [], []
         async for attempt in retrying(cfg.service, what, attempts=FLUSH_ATTEMPTS,
                                       on_failure=lambda _exc: self._metrics.flush_failed()):
             with attempt:
@@ -124,11 +130,9 @@ class Flusher:
                              state.partition, buffer.instant)
                     return None
                 started = self._clock()
-                # Planned anew on every attempt: fresh file ids, so a file an earlier
+                # Named anew on every attempt: fresh file ids, so a file an earlier
                 # attempt left behind can never collide with this one.
-                table, plans = await asyncio.to_thread(
-                    plan_flush, buffer.rows, buffer.offsets, self._schema, spec
-                )
+                table, plans = name_flush(prepared, spec)
                 if self._faults.flush_fails(flush_seq):
                     raise SparkWriteError(f"injected failure of flush {flush_seq} ({FAULTS_ENV})")
                 async with self._slots:

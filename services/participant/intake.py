@@ -99,9 +99,7 @@ class Intake:
                     if state.drain_started is not None:  # END already asked: report now
                         self.begin_report(state)
                 if state.should_flush():
-                    self._start_flush(state)
-                    if len(state.flushes) >= MAX_CONCURRENT_FLUSHES:
-                        consumer.pause(ktp)  # back-pressure until a flush finishes
+                    self._flush_or_hold(state, ktp)
                 lag = state.lag()
                 if lag is not None:
                     metrics.partition_lag(ktp.topic, ktp.partition, lag)
@@ -169,8 +167,33 @@ class Intake:
         task.add_done_callback(lambda t: self._flush_done(state, t))
         return task
 
+    def _may_flush(self, state: TransactionParticipant) -> bool:
+        """A partition's first flush may always start; a second one only while a Spark slot
+        is free (a single busy partition still uses both slots)."""
+        if not state.flushes:
+            return True
+        if len(state.flushes) >= MAX_CONCURRENT_FLUSHES:
+            return False
+        return sum(len(s.flushes) for s in self._rt.registry.active.values()) < MAX_CONCURRENT_FLUSHES
+
+    def _flush_or_hold(self, state: TransactionParticipant, ktp: KafkaTopicPartition) -> None:
+        """Back-pressure: a full buffer that may not flush yet pauses its partition until a
+        flush finishes (``_flush_done``), so a process holds at most about two
+        ``flush_records`` per partition (its buffer and its flush), whatever the backlog."""
+        if self._may_flush(state):
+            self._start_flush(state)
+        if state.should_flush() or len(state.flushes) >= MAX_CONCURRENT_FLUSHES:
+            self._consumer.pause(ktp)
+
     def _flush_done(self, state: TransactionParticipant, task: asyncio.Task[Any]) -> None:
         state.flushes.discard(task)
+        if not task.cancelled():  # cancelled: the service is stopping
+            for waiting in list(self._rt.registry.active.values()):
+                if waiting is not state and waiting.should_flush() and self._may_flush(waiting):
+                    self._start_flush(waiting)  # held by back-pressure: its turn now
+                    self._resume_if_free(waiting)
+            if state.should_flush() and self._may_flush(state):
+                self._start_flush(state)
         if (
             state.phase is PartitionPhase.FAILED
             and state.gave_up is not None
@@ -178,9 +201,13 @@ class Intake:
             and not self.reporting(state)
         ):
             self.begin_report(state)  # END already asked and is waiting on us
+        self._resume_if_free(state)
+
+    def _resume_if_free(self, state: TransactionParticipant) -> None:
         if (
             state.accepting
             and len(state.flushes) < MAX_CONCURRENT_FLUSHES
+            and not state.should_flush()  # a full buffer waits for its flush
             and self._rt.registry.active.get(state.key) is state
             and state.key not in self._deferred  # waits for its retry time
         ):
