@@ -42,7 +42,7 @@ REDACTED = "<redacted>"
 
 _SECRET_KEY = re.compile(
     r"pass(word|wd)?|secret|token|credential|private[._-]?key|access[._-]?key|sasl[._-]?jaas"
-    r"|account[._-]?key|sas[._-]?key",
+    r"|account[._-]?key|sas[._-]?key|customer[._-]?key|proxy[._-]?url",
     re.IGNORECASE,
 )
 """Keys inside free-form maps (``spark.conf``, storage options) whose values are credentials."""

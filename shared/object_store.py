@@ -40,16 +40,40 @@ names, lower case, as hudi-rs takes them) override them. Nothing here logs an op
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import obstore
-from obstore.exceptions import AlreadyExistsError
+from obstore.exceptions import AlreadyExistsError, BaseError
 from obstore.store import from_url
 
 from shared.fs import FileInfo
+
+_R = TypeVar("_R")
+
+
+class StorageError(OSError):
+    """The object store failed a request (outage, timeout, permissions): an I/O failure like
+    any ``OSError``, which callers retry or report — never a bug in our code."""
+
+
+def _storage_errors(call: Callable[..., _R]) -> Callable[..., _R]:
+    """Re-raise obstore's own errors (not ``OSError`` subclasses) as :class:`StorageError`,
+    so every caller's ``except OSError`` handles a store outage like a disk error."""
+
+    @functools.wraps(call)
+    def wrapped(*args: Any, **kwargs: Any) -> _R:
+        try:
+            return call(*args, **kwargs)
+        except AlreadyExistsError:
+            raise
+        except BaseError as exc:
+            raise StorageError(f"{type(exc).__name__}: {exc}") from exc
+
+    return wrapped
 
 __all__ = [
     "OBJECT_STORE_SCHEMES",
@@ -187,9 +211,11 @@ class ObjectStoreFileSystem:
         return _SLASHES.sub("/", key).strip("/")
 
     # --- reading --------------------------------------------------------------------------
+    @_storage_errors
     def read_bytes(self, path: str) -> bytes:
         return bytes(obstore.get(self._store, self.key(path)).bytes())
 
+    @_storage_errors
     def _head(self, key: str) -> dict[str, Any] | None:
         if not key:
             return None
@@ -198,6 +224,7 @@ class ObjectStoreFileSystem:
         except FileNotFoundError:
             return None
 
+    @_storage_errors
     def _has_children(self, key: str) -> bool:
         prefix = f"{key}/" if key else None
         for chunk in obstore.list(self._store, prefix, chunk_size=1):
@@ -219,6 +246,7 @@ class ObjectStoreFileSystem:
             return FileInfo(path, name, 0, 0.0, True)
         return None
 
+    @_storage_errors
     def list_dir(self, path: str) -> list[FileInfo]:
         key = self.key(path)
         listing = obstore.list_with_delimiter(self._store, f"{key}/" if key else None)
@@ -236,23 +264,38 @@ class ObjectStoreFileSystem:
     def walk_files(self, path: str) -> Iterator[FileInfo]:
         key = self.key(path)
         base = path.rstrip("/")
-        for chunk in obstore.list(self._store, f"{key}/" if key else None, chunk_size=1000):
+        try:
+            chunks = list(obstore.list(self._store, f"{key}/" if key else None, chunk_size=1000))
+        except BaseError as exc:
+            raise StorageError(f"{type(exc).__name__}: {exc}") from exc
+        for chunk in chunks:
             for meta in chunk:
                 relative = meta["path"][len(key) + 1:] if key else meta["path"]
                 yield FileInfo(f"{base}/{relative}", relative.rsplit("/", 1)[-1],
                                int(meta["size"]), meta["last_modified"].timestamp(), False)
 
     # --- writing --------------------------------------------------------------------------
+    @_storage_errors
     def write_atomic(self, path: str, data: bytes) -> None:
         obstore.put(self._store, self.key(path), data, use_multipart=False)
 
+    @_storage_errors
     def create_exclusive(self, path: str, data: bytes) -> bool:
+        key = self.key(path)
         try:
-            obstore.put(self._store, self.key(path), data, mode="create")
+            obstore.put(self._store, key, data, mode="create")
         except AlreadyExistsError:
-            return False
+            # The store's client retries a PUT whose response was lost; the retry then reads
+            # "already exists" although the first attempt created the object. The object
+            # holding exactly our bytes means we created it (a rival's entry differs: it
+            # names another epoch or leader), so that is a win, not a lost race.
+            try:
+                return bytes(obstore.get(self._store, key).bytes()) == data
+            except FileNotFoundError:
+                return False
         return True
 
+    @_storage_errors
     def rename(self, src: str, dst: str) -> None:
         """COPY then DELETE, never onto another object (see the module docstring)."""
         source, target = self.key(src), self.key(dst)
@@ -268,6 +311,7 @@ class ObjectStoreFileSystem:
             obstore.copy(self._store, source, target)
         obstore.delete(self._store, source)
 
+    @_storage_errors
     def delete(self, path: str) -> bool:
         key = self.key(path)
         if self._head(key) is None:
@@ -275,6 +319,7 @@ class ObjectStoreFileSystem:
         obstore.delete(self._store, key)
         return True
 
+    @_storage_errors
     def delete_tree(self, path: str) -> None:
         key = self.key(path)
         keys = [meta["path"] for chunk in obstore.list(self._store, f"{key}/" if key else None,

@@ -48,8 +48,12 @@ def filesystem_for(base_path: str, storage_options: Mapping[str, str] | None = N
     except ValueError as exc:
         raise ConfigError(str(exc), "table.base_path") from None
     except Exception as exc:  # noqa: BLE001 - obstore raises its own types for bad options
-        # The message names the key object_store refused, never a value.
-        raise ConfigError(f"{type(exc).__name__}: {exc}", "table.storage_options") from None
+        # object_store's message may quote the refused value (a secret, say): name only
+        # the keys that were given and the kind of error.
+        keys = ", ".join(sorted(storage_options or {})) or "none"
+        raise ConfigError(f"{type(exc).__name__} while opening the store (options given: "
+                          f"{keys}); check each option's name and format",
+                          "table.storage_options") from None
 
 
 def check_exclusive_create(fs: FileSystem, base_path: str) -> None:

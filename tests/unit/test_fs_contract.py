@@ -123,3 +123,27 @@ def test_fsync_file_missing_raises_and_dirs_are_fine(store: tuple[FileSystem, st
     fs.fsync_dir(f"{root}/missing")
     with pytest.raises(FileNotFoundError):
         fs.fsync_file(f"{root}/d/missing")
+
+
+def test_s3_create_whose_response_was_lost_is_still_a_win(moto_s3: MotoS3) -> None:
+    """obstore retries a PUT whose response was lost; the retry reads 'already exists'
+    although the first attempt created the object. The object holding our bytes is a win;
+    different bytes (a rival's entry) are a lost race."""
+    root = f"s3://{moto_s3.new_bucket()}/t"
+    fs = ObjectStoreFileSystem(root, moto_s3.storage_options())
+    path = f"{root}/.hoodie/.sink/log/000000000007.json"
+    fs.write_atomic(path, b"ours")  # what the lost first attempt left behind
+    assert fs.create_exclusive(path, b"ours")
+    assert not fs.create_exclusive(path, b"theirs")
+    assert fs.read_bytes(path) == b"ours"
+
+
+def test_s3_failures_are_os_errors(moto_s3: MotoS3) -> None:
+    """A store failure (here: the bucket does not exist) is an OSError like a disk error, so
+    every caller's I/O handling applies — never mistaken for a bug in our code."""
+    root = "s3://no-such-bucket-here/t"
+    fs = ObjectStoreFileSystem(root, moto_s3.storage_options())
+    with pytest.raises(OSError):
+        fs.write_atomic(f"{root}/x.json", b"x")
+    with pytest.raises(OSError):
+        list(fs.walk_files(root))
