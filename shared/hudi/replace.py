@@ -149,6 +149,15 @@ class ReplaceTimeline:
     def path_exists_completed(self, instant: str) -> bool:
         return self.fs.exists(self.path(instant, InstantState.COMPLETED))
 
+    def is_archived(self, instant: str, action: str = layout.REPLACE_ACTION) -> bool:
+        """``<T>.<action>`` was moved to ``.hoodie/.sink/archived/`` (its effect is done)."""
+        suffix = (_SUFFIX if action == layout.REPLACE_ACTION else _COMMIT_SUFFIX)[InstantState.COMPLETED]
+        archive_dir = ensure_inside(self.table.base_path, layout.SINK_ARCHIVE_DIR)
+        return self.fs.exists(posixpath.join(archive_dir, f"{instant}.{suffix}"))
+
+    def is_inflight(self, instant: str) -> bool:
+        return self.fs.exists(self.path(instant, InstantState.INFLIGHT))
+
     def pending(self) -> list[str]:
         instants = [i for i in self.table.list_instants() if i.action == layout.REPLACE_ACTION]
         done = {i.time for i in instants if i.state is InstantState.COMPLETED}

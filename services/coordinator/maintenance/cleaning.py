@@ -73,5 +73,8 @@ class Cleaner:
                  record.instant, len(record.files), len(record.groups))
 
     def forward(self, entry: LogEntry) -> None:
+        """Record a decided clean, unless it is recorded already (not replayed when done)."""
         assert entry.metadata is not None
-        self._timeline.write_clean(CleanRecord.from_json(entry.metadata["clean"]))
+        record = CleanRecord.from_json(entry.metadata["clean"])
+        if not self._timeline.fs.exists(self._timeline.clean_path(record.instant)):
+            self._timeline.write_clean(record)

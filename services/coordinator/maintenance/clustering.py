@@ -102,11 +102,16 @@ class Clusterer:
         self._committer.abort(instant, reason, rollback=self._timeline.rollback)
 
     def forward(self, entry: LogEntry) -> None:
-        """Roll a decided replacecommit forward (recovery by a later leader)."""
+        """Roll a decided replacecommit forward (recovery by a later leader). A no-op once it
+        is completed or archived — or no longer inflight at all: a decided instant is never
+        rolled back, so it completed and was archived since (its files are placed)."""
         assert entry.instant is not None and entry.metadata is not None
+        if (self._timeline.path_exists_completed(entry.instant)
+                or self._timeline.is_archived(entry.instant)
+                or not self._timeline.is_inflight(entry.instant)):
+            return
         self._committer.place_decided(entry.instant, entry.metadata, entry.moves)
-        if not self._timeline.path_exists_completed(entry.instant):
-            self._timeline.complete(entry.instant, entry.metadata)
+        self._timeline.complete(entry.instant, entry.metadata)
 
     def recover(self) -> list[str]:
         """Finish every pending replacecommit: roll a decided one forward (a pass that failed
