@@ -25,8 +25,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
+from services.coordinator.disposal import DirectDisposal, StagedFileDisposal
 from shared.errors import FencedError, HudiSinkBug, HudiSinkError, TableFormatError
 from shared.fs import FileSystem
 from shared.hudi import layout
@@ -48,34 +49,6 @@ from shared.sink_log_state import commit_finished
 __all__ = ["TableCommitter", "RecoveryReport", "StagedFileDisposal", "DirectDisposal"]
 
 log = logging.getLogger("hudi_sink.committer")
-
-
-class StagedFileDisposal(Protocol):
-    """Where staged files go that no commit will ever list (DESIGN §4, phase 1 and 2).
-
-    ``before_decision`` runs before the metadata change that makes the files dead and must
-    be durable when it returns (e.g. deletion intents acked by the broker) or raise, so the
-    change is not made. ``after_decision`` runs once the decision is durable.
-    """
-
-    def before_decision(self, instant: str, paths: list[str], reason: str) -> None: ...
-
-    def after_decision(self, instant: str, paths: list[str]) -> None: ...
-
-
-class DirectDisposal:
-    """No deletion service: delete staged files once the decision is durable. Safe because
-    staged files live under ``.hoodie/.temp`` where no reader ever looks."""
-
-    def __init__(self, fs: FileSystem) -> None:
-        self._fs = fs
-
-    def before_decision(self, instant: str, paths: list[str], reason: str) -> None:
-        return None
-
-    def after_decision(self, instant: str, paths: list[str]) -> None:
-        for path in paths:
-            self._fs.delete(path)
 
 
 @dataclass
@@ -120,6 +93,10 @@ class TableCommitter:
     def claim_epoch(self, leader: dict[str, Any]) -> int:
         """Append an EPOCH entry at the next free number; from then on any older leader's
         append fails. Retries when another appender won the number."""
+        with self._lock:
+            return self._claim_epoch_locked(leader)
+
+    def _claim_epoch_locked(self, leader: dict[str, Any]) -> int:
         for _ in range(100):
             self.state = self._log.read_state(self.state)
             entry = LogEntry(
@@ -163,6 +140,10 @@ class TableCommitter:
     def recover(self) -> RecoveryReport:
         """Finish what earlier leaders left: roll decided commits forward, roll every other
         pending instant back (deciding ABORT first, through the log)."""
+        with self._lock:
+            return self._recover_locked()
+
+    def _recover_locked(self) -> RecoveryReport:
         report = RecoveryReport()
         state = self.refresh()
         instants = self._table.list_instants()
@@ -320,14 +301,24 @@ class TableCommitter:
         ]
 
     def decide(self, instant: str, action: str, metadata: dict[str, Any],
-               moves: list[tuple[str, str]], complete: Callable[[], None]) -> None:
+               moves: list[tuple[str, str]], complete: Callable[[], None],
+               *, epoch: int | None = None) -> None:
         """A maintenance decision (``replacecommit``, ``clean``, archival): staged files made
         durable, COMMIT entry (with ``action``) appended — the fence —, files placed,
         ``complete`` run (writes the completed instant), staging pruned, log trimmed. A
-        crash after the append is rolled forward through ``forward_actions[action]``."""
+        crash after the append is rolled forward through ``forward_actions[action]``.
+        ``epoch``: the one the pass started under; FencedError when this committer claimed
+        another since, or the instant was rolled back (a newer leader's recovery)."""
         staged = [s for s, _final in moves]
         self._make_durable(files=staged, dirs=staged)
-        self._append(EntryKind.COMMIT, instant, metadata=metadata, moves=moves, action=action)
+        with self._lock:
+            state = self.refresh()
+            if epoch is not None and epoch != self.epoch:
+                raise FencedError(f"{action} {instant} began under epoch {epoch}, now {self.epoch}")
+            if state.rolled_back(instant):
+                raise FencedError(f"{action} {instant} was decided ABORT (rolled back by a leader)")
+            self._append_locked(EntryKind.COMMIT, instant, metadata=metadata, moves=moves,
+                                action=action)
         self.place_decided(instant, metadata, moves)
         complete()
         if moves:

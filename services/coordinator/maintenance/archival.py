@@ -51,13 +51,14 @@ class Archiver:
         return [Instant(t, actions.get(t, layout.COMMIT_ACTION), InstantState.COMPLETED)
                 for t in times]
 
-    def run(self, instant: str, targets: list[Instant]) -> None:
+    def run(self, instant: str, targets: list[Instant], epoch: int | None = None) -> None:
+        """Decide (refused once ``epoch`` ended) and archive ``targets``."""
         if not targets:
             return
         metadata = {"partitionToWriteStats": {},
                     "archive": [[i.time, i.action] for i in targets]}
         self._committer.decide(instant, ARCHIVE_ACTION, metadata, [],
-                               lambda: self._archive(targets))
+                               lambda: self._archive(targets), epoch=epoch)
         log.info("archived %d instant(s) up to %s", len(targets), targets[-1].time)
 
     def _archive(self, targets: list[Instant]) -> None:

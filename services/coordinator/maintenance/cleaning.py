@@ -59,15 +59,17 @@ class Cleaner:
                            [(p, fid, view.replaced_by[(p, fid)]) for p, fid in used],
                            sorted(f.path for f in files))
 
-    def run(self, record: CleanRecord) -> None:
-        """Intents acked, then the decision, then the record (blocking: worker thread)."""
+    def run(self, record: CleanRecord, epoch: int | None = None) -> None:
+        """Intents acked, then the decision (refused once ``epoch`` ended), then the record
+        (blocking: worker thread)."""
+        epoch = self._committer.epoch if epoch is None else epoch
         base = self._timeline.table.base_path
         paths = [f"{base}/{relative}" for relative in record.files]
         disposal = self._committer.disposal
         disposal.before_decision(record.instant, paths, DeletionReason.CLEANED.value)
         self._committer.decide(record.instant, CLEAN_ACTION,
                                {"partitionToWriteStats": {}, "clean": record.to_json()}, [],
-                               lambda: self._timeline.write_clean(record))
+                               lambda: self._timeline.write_clean(record), epoch=epoch)
         disposal.after_decision(record.instant, paths)
         log.info("clean %s: %d file(s) of %d replaced group(s) handed to deletion",
                  record.instant, len(record.files), len(record.groups))

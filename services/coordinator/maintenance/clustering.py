@@ -75,9 +75,12 @@ class Clusterer:
         self._codec = codec
         committer.forward_actions[layout.REPLACE_ACTION] = self.forward
 
-    def run(self, instant: str, groups: list[list[BaseFile]], schema: str) -> dict[str, Any]:
+    def run(self, instant: str, groups: list[list[BaseFile]], schema: str,
+            epoch: int | None = None) -> dict[str, Any]:
         """Start ``instant``, rewrite ``groups``, decide and complete the replacecommit.
-        Returns its metadata. Any failure before the decision rolls the instant back."""
+        Returns its metadata. Any failure before the decision rolls the instant back. The
+        decision is refused (FencedError) if ``epoch`` (default: the committer's now) ended."""
+        epoch = self._committer.epoch if epoch is None else epoch
         self._timeline.start(instant)
         try:
             stats: list[WriteStat] = []
@@ -93,7 +96,7 @@ class Clusterer:
             self.roll_back(instant, "clustering failed before its decision")
             raise
         self._committer.decide(instant, layout.REPLACE_ACTION, metadata, moves,
-                               lambda: self._timeline.complete(instant, metadata))
+                               lambda: self._timeline.complete(instant, metadata), epoch=epoch)
         log.info("clustering %s: %d file(s) → %d", instant,
                  sum(len(g) for g in groups), len(stats))
         return metadata

@@ -123,6 +123,7 @@ class MaintenanceRoutine:
         return instant
 
     async def run_once(self) -> None:
+        epoch = self._committer.epoch  # every decision of this pass is refused once it ends
         await asyncio.to_thread(self._clusterer.recover)
         view = await asyncio.to_thread(load_view, self._timeline)
         self._observe(view)
@@ -134,18 +135,18 @@ class MaintenanceRoutine:
             if groups:
                 instant = self._next_instant()
                 await self._timed("clustering", instant, self._clusterer.run, instant, groups,
-                                  self._schema.avro_schema_json())
+                                  self._schema.avro_schema_json(), epoch)
                 view = await asyncio.to_thread(load_view, self._timeline)
         if self._cfg.cleaner.enabled:
             record = await asyncio.to_thread(self._cleaner.plan, view, self._next_instant())
             if record is not None:
-                await self._timed("clean", record.instant, self._cleaner.run, record)
+                await self._timed("clean", record.instant, self._cleaner.run, record, epoch)
                 view = await asyncio.to_thread(load_view, self._timeline)
         if self._cfg.archival.enabled:
             targets = await asyncio.to_thread(self._archiver.plan, view)
             if targets:
                 instant = self._next_instant()
-                await self._timed("archive", instant, self._archiver.run, instant, targets)
+                await self._timed("archive", instant, self._archiver.run, instant, targets, epoch)
                 view = await asyncio.to_thread(load_view, self._timeline)
         self._observe(view)
 
