@@ -317,6 +317,8 @@ class TableCommitter:
                 raise FencedError(f"{action} {instant} began under epoch {epoch}, now {self.epoch}")
             if state.rolled_back(instant):
                 raise FencedError(f"{action} {instant} was decided ABORT (rolled back by a leader)")
+            if instant in state.decisions:
+                raise TableFormatError(f"{action} {instant}: the instant was decided already")
             self._append_locked(EntryKind.COMMIT, instant, metadata=metadata, moves=moves,
                                 action=action)
         self.place_decided(instant, metadata, moves)

@@ -16,7 +16,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from aiokafka.errors import KafkaError
 
@@ -24,9 +23,9 @@ from services.coordinator.commit_metadata import PlannedCommit, plan_commit
 from services.coordinator.commit_state import AbortReason, CommitState, StatusOutcome
 from services.coordinator.committer import RecoveryReport, TableCommitter
 from services.coordinator.history import TransactionHistory, transaction_view
+from services.coordinator.instants import reserve_instant
 from services.coordinator.rest import TransactionView
 from shared.config import SinkConfig
-from shared.hudi.naming import next_instant_time
 from shared.hudi.table import HudiTable
 from shared.metrics import Metrics
 from shared.partition_key import PartitionKey, key_text, keys_text, offsets_text
@@ -85,6 +84,7 @@ class TransactionDriver:
         self.committed_offsets: dict[PartitionKey, int] = {}
         self.history = TransactionHistory()
         self.latest_instant: str | None = None
+        self.starting: str | None = None  # reserved, not yet ``current`` (services.coordinator.instants)
         self.owners: dict[PartitionKey, str] = {}
         """Latest member that announced each partition (kept across instants)."""
         self._commit_request: tuple[str | None, float] | None = None
@@ -267,10 +267,9 @@ class TransactionDriver:
 
     async def _start_transaction(self) -> None:
         expected = await self._ctx.expected_partitions()
-        instant = next_instant_time(self.latest_instant, datetime.now(UTC))
+        instant = self.starting = reserve_instant(self)  # before any await: one picker
         await asyncio.to_thread(self._committer.abort_foreign, None)
         await asyncio.to_thread(self._committer.start, instant)
-        self.latest_instant = instant
         start_offsets = {key: self.committed_offsets.get(key, 0) for key in expected}
         self.current = CommitState(
             instant=instant,
@@ -280,6 +279,7 @@ class TransactionDriver:
             started_at=time.monotonic(),
             owners={k: v for k, v in self.owners.items() if k in expected},
         )
+        self.starting = None
         self.phase.transition_to(CoordinatorPhase.STARTED, instant)
         await self.send(StartCommit(offsets=PartitionOffset.list_of(start_offsets)))
         log.info("started %s (epoch %d, %d partitions)", instant, self._committer.epoch, len(expected))

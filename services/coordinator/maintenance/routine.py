@@ -20,6 +20,7 @@ from typing import Any
 from prometheus_client import Counter, Gauge
 
 from services.coordinator.committer import TableCommitter
+from services.coordinator.instants import reserve_instant
 from services.coordinator.maintenance.archival import Archiver
 from services.coordinator.maintenance.cleaning import Cleaner
 from services.coordinator.maintenance.clustering import Clusterer
@@ -28,7 +29,6 @@ from services.coordinator.maintenance.view import TableView, load_view
 from services.coordinator.transaction import TransactionDriver
 from shared.config import SinkConfig
 from shared.errors import FencedError, HudiSinkBug, HudiSinkError
-from shared.hudi.naming import next_instant_time
 from shared.hudi.replace import ReplaceTimeline
 from shared.hudi.table import HudiTable
 from shared.metrics import Metrics
@@ -118,9 +118,7 @@ class MaintenanceRoutine:
     def _next_instant(self) -> str:
         """A new instant time above every instant this leader made (event loop only, so
         ingestion and maintenance never pick the same or a decreasing time)."""
-        instant = next_instant_time(self._driver.latest_instant, datetime.now(UTC))
-        self._driver.latest_instant = instant
-        return instant
+        return reserve_instant(self._driver)
 
     async def run_once(self) -> None:
         epoch = self._committer.epoch  # every decision of this pass is refused once it ends
