@@ -8,12 +8,15 @@ than its own is still in flight (reserved and starting, or open).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Protocol
 
+from shared.errors import FencedError
 from shared.hudi.naming import instant_key, next_instant_time
 
-__all__ = ["open_ingestion_below", "reserve_instant"]
+__all__ = ["open_ingestion_below", "reserve_instant", "wait_for_older_ingestion"]
 
 
 class _Open(Protocol):
@@ -45,3 +48,19 @@ def open_ingestion_below(driver: TransactionDriver, instant: str) -> str | None:
         if candidate is not None and instant_key(candidate) < instant_key(instant):
             return candidate
     return None
+
+
+def wait_for_older_ingestion(driver: TransactionDriver, instant: str, *, timeout_s: float,
+                             leading: Callable[[], bool], poll_s: float = 0.05) -> None:
+    """Block (worker thread) until no ingestion instant older than ``instant`` is in flight,
+    so a replacecommit never completes before an older commit (a timeline hole would let an
+    incremental reader checkpoint past rows that land later). Ingestion never waits for
+    this; every instant it opens from now on is newer than ``instant``. Raises FencedError
+    once ``leading()`` turns false, TimeoutError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while (older := open_ingestion_below(driver, instant)) is not None:
+        if not leading():
+            raise FencedError(f"leadership ended while {instant} waited for {older}")
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{instant} waited {timeout_s:g} s for ingestion instant {older}")
+        time.sleep(poll_s)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -73,6 +74,8 @@ class Clusterer:
         self._committer = committer
         self._timeline = timeline
         self._codec = codec
+        self.before_decision: Callable[[str], None] | None = None
+        """Blocks until the instant may be decided (the routine: no older ingestion in flight)."""
         committer.forward_actions[layout.REPLACE_ACTION] = self.forward
 
     def run(self, instant: str, groups: list[list[BaseFile]], schema: str,
@@ -92,6 +95,8 @@ class Clusterer:
                 moves.append((staged, stat.path))
                 replaced.setdefault(files[0].partition, []).extend(f.file_id for f in files)
             metadata = replace_metadata(stats, replaced, {"schema": schema})
+            if self.before_decision is not None:
+                self.before_decision(instant)
         except BaseException:
             self.roll_back(instant, "clustering failed before its decision")
             raise

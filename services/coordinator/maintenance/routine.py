@@ -2,7 +2,9 @@
 
 One pass every ``maintenance.clustering.interval_s`` while this coordinator leads (or at once
 on ``POST /maintenance/clustering``): roll back replacecommits no leader decided, then
-cluster, clean and archive, each in a worker thread. Ingestion never waits for it: inserts
+cluster, clean and archive, each in a worker thread. A replacecommit is decided only once no
+older ingestion instant is in flight (no timeline hole for incremental readers; the pass
+waits, ingestion does not). Ingestion never waits for maintenance: inserts
 only create new file groups, so a replacecommit never conflicts with a commit, and the two
 share only the committer's lock around sink log appends (milliseconds). A failed pass is
 logged and retried next interval; a fenced one waits for the next leadership.
@@ -20,7 +22,7 @@ from typing import Any
 from prometheus_client import Counter, Gauge
 
 from services.coordinator.committer import TableCommitter
-from services.coordinator.instants import reserve_instant
+from services.coordinator.instants import reserve_instant, wait_for_older_ingestion
 from services.coordinator.maintenance.archival import Archiver
 from services.coordinator.maintenance.cleaning import Cleaner
 from services.coordinator.maintenance.clustering import Clusterer
@@ -38,6 +40,8 @@ __all__ = ["MaintenanceRoutine"]
 log = logging.getLogger("hudi_sink.maintenance")
 
 WAKE_CHECK_S = 1.0
+INGESTION_WAIT_S = 300.0
+"""How long a replacecommit waits for older ingestion instants to finish (then rolled back)."""
 
 
 class _MaintenanceMetrics:
@@ -71,6 +75,7 @@ class MaintenanceRoutine:
             committer, self._timeline, max_instants=cfg.archival.max_instants,
             min_instants=cfg.archival.min_instants,
             commits_retained=cfg.cleaner.commits_retained if cfg.cleaner.enabled else None)
+        self._clusterer.before_decision = self._wait_for_older_ingestion
         self._schema = config.table.table_schema()
         self._metrics = _MaintenanceMetrics(metrics)
         self._wake = asyncio.Event()
@@ -111,6 +116,11 @@ class MaintenanceRoutine:
             except (HudiSinkError, OSError, ValueError) as exc:
                 log.exception("maintenance pass failed (retried next interval): %s", exc)
                 self.last_error = str(exc)
+
+    def _wait_for_older_ingestion(self, instant: str) -> None:
+        epoch = self._committer.epoch
+        wait_for_older_ingestion(self._driver, instant, timeout_s=INGESTION_WAIT_S, leading=lambda: (
+            self._driver.is_leader and self._committer.epoch == epoch))
 
     def _active_count(self) -> int:
         return len(self._timeline.completed())
