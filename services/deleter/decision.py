@@ -12,7 +12,9 @@ unit test. The rules, in the order they are applied:
    says: a forged or stale intent changes nothing. The one exception is checked here, on the
    table, not taken from the intent: a CLEANED intent whose clean is recorded and whose file
    group a completed replacecommit replaced at or before that clean's earliest retained
-   instant (no retained instant can read it).
+   instant (no retained instant can read it). A CLEANED intent whose clean K has no record
+   yet waits (RETRY_LATER) while K is decided, pending or unknown, and is dropped (KEEP) once
+   K was rolled back or is over without a record.
 3. A missing file is success (ALREADY_GONE): deletion is idempotent.
 4. A file written for an instant that is still pending (and not decided ABORT) is in use:
    RETRY_LATER (ORPHAN: KEEP, the next scan looks again). The instant is read from the path,
@@ -104,6 +106,9 @@ def decide(
     cleaned = (intent.reason is DeletionReason.CLEANED and intent.killing_instant is not None
                and snapshot.cleaned_by(intent.file_path, intent.killing_instant))
     if snapshot.is_listed(intent.file_path) and not cleaned:
+        if (intent.reason is DeletionReason.CLEANED and intent.killing_instant is not None
+                and intent.killing_instant not in snapshot.cleans and file is not None):
+            return _unrecorded_clean(intent.killing_instant, snapshot)
         return Decision(Outcome.KEEP, "listed by a completed commit")
     # 3. idempotent
     if file is None:
@@ -140,6 +145,22 @@ def decide(
     if killing in snapshot.pending:
         return Decision(Outcome.RETRY_LATER, f"instant {killing} is still pending", recheck=True)
     return Decision(Outcome.RETRY_LATER, f"instant {killing} is unknown to the table", recheck=True)
+
+
+def _unrecorded_clean(clean: str, snapshot: TableSnapshot) -> Decision:
+    """A CLEANED intent whose clean has no record (yet): wait while it may still be recorded
+    (decided, pending or unknown: the coordinator may have crashed between its decision and
+    the record, and a new leader rolls it forward); drop it once it never will be."""
+    if clean in snapshot.rolled_back:
+        return Decision(Outcome.KEEP, f"clean {clean} was rolled back")
+    if clean in snapshot.completed:
+        return Decision(Outcome.KEEP, f"{clean} is a completed instant, not a recorded clean")
+    if clean in snapshot.decided or clean in snapshot.pending:
+        return Decision(Outcome.RETRY_LATER, f"clean {clean} is decided, not recorded yet",
+                        recheck=True)
+    if _finished_and_forgotten(clean, snapshot):
+        return Decision(Outcome.KEEP, f"clean {clean} is over and never recorded")
+    return Decision(Outcome.RETRY_LATER, f"clean {clean} is not recorded yet", recheck=True)
 
 
 def _finished_and_forgotten(instant: str, snapshot: TableSnapshot) -> bool:

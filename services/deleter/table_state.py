@@ -102,6 +102,8 @@ class TableSnapshot:
     """(partition, fileId) → the completed replacecommit that replaced the file group."""
     cleans: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """Recorded cleans (``.hoodie/.sink/clean``): clean instant → its earliest retained instant."""
+    decided: frozenset[str] = frozenset()
+    """Instants the sink log decided COMMIT (a clean among them may not be recorded yet)."""
     timeline_start: str | None = None
     """Earliest completed instant of the active timeline: base files of older instants were
     committed and archived (readers count them as committed, so they are live)."""
@@ -215,6 +217,7 @@ def load_snapshot(
         loaded_at=time.monotonic() if now is None else now,
         replaced=MappingProxyType(replaced),
         cleans=MappingProxyType(cleans),
+        decided=frozenset(decided_commit),
         timeline_start=min(completed, key=instant_key, default=None),
     )
 

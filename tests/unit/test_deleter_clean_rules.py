@@ -63,8 +63,8 @@ def test_cleaned_intent_before_the_clean_is_recorded_waits(env: Env) -> None:
     _cluster(env, committer, T[4])
     replaced = [f"{env.base}/{f.path}" for f in load_view(ReplaceTimeline(env.table())).replaced_files]
     assert replaced
-    # An intent sent (acked) but the clean not decided yet: the file stays.
-    assert all(_decide(env, f, DeletionReason.CLEANED, T[9]) is not Outcome.DELETE for f in replaced)
+    # An intent sent (acked) but the clean not decided yet: the file stays, the intent waits.
+    assert all(_decide(env, f, DeletionReason.CLEANED, T[9]) is Outcome.RETRY_LATER for f in replaced)
 
 
 def test_archived_committed_files_are_live_and_not_orphans(env: Env) -> None:
