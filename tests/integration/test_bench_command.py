@@ -16,6 +16,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
 RECORDS = 5000
 
 
+@pytest.mark.long  # a whole bench run (Spark, two sink runs): scripts/long-tests.sh
 def test_bench_writes_every_key_with_sane_values(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     done = subprocess.run(

@@ -110,6 +110,7 @@ def _run(broker: EmbeddedBroker, tmp_path: Path, name: str, *, rate: int, second
         return summary
 
 
+@pytest.mark.long  # the main suite covers maintenance with hudi-rs in tests/unit/test_maintenance*
 def test_maintenance_small(broker: EmbeddedBroker, tmp_path: Path, unique_name: str) -> None:
     _run(broker, tmp_path, unique_name, rate=200, seconds=40, quiet_s=20, max_files=150,
          max_active=12, archival={"max_instants": 12, "min_instants": 8}, min_files=4)

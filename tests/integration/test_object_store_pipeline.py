@@ -18,7 +18,10 @@ from s3_server import MotoS3
 
 from shared.broker import EmbeddedBroker
 
-pytestmark = pytest.mark.timeout(600)
+# The main suite covers s3 through tests/unit/test_fs_contract.py (the FileSystem contract on
+# moto), test_object_storage.py and test_object_store_fencing.py; this whole-pipeline run is
+# the acceptance and runs with scripts/long-tests.sh.
+pytestmark = [pytest.mark.timeout(600), pytest.mark.long]
 
 
 def test_exactly_once_on_s3_across_a_coordinator_kill(

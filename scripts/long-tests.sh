@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Process tests that do not fit the main suite's 25-minute budget (marked ``long``): the
+# pipeline on s3:// (moto), table maintenance end to end, the bench command's smoke run.
+# The main suite covers their parts with faster tests; run this before a release.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh || exit $?
+export SPARK_LOCAL_IP=127.0.0.1
+.venv/bin/python -m pytest -q -p no:cacheprovider -m long tests/integration "$@"
