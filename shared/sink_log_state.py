@@ -262,6 +262,7 @@ def plan_trim(
     pending: Collection[str],
     keep_entries: int = KEEP_ENTRIES,
     keep_aborts: int = KEEP_ABORTS,
+    done: Collection[str] = (),
 ) -> TrimPlan | None:
     """Where a trim of a log folded into ``state`` may put the floor, and what it must keep.
 
@@ -269,12 +270,14 @@ def plan_trim(
     folded. The floor stays at or below the newest ``keep_entries`` entries and every COMMIT
     entry whose instant is not finished. Kept decisions: all at or above the floor, ABORTs of
     instants still pending (their roll-back may not be done), and the newest ``keep_aborts``
-    other ABORTs. None when the floor would not rise.
+    other ABORTs. None when the floor would not rise. ``done``: decided maintenance actions
+    (clean, archive: never on the timeline) whose effect is done — finished too, so they do
+    not pin the floor in a quiet period when no newer instant completes.
     """
     floor = state.last_seq - keep_entries + 1
     latest = max(completed, key=instant_key, default=None)
     for record in state.decisions.values():
-        if record.kind is EntryKind.COMMIT and not _commit_finished(
+        if record.kind is EntryKind.COMMIT and record.instant not in done and not _commit_finished(
                 record.instant, completed, pending, latest):
             floor = min(floor, record.seq)
     if floor <= max(state.floor, 1):

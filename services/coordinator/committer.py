@@ -1,6 +1,5 @@
-"""Everything the coordinator does to the table, fenced through the sink log.
-
-Synchronous on purpose (plain file I/O): the service calls these in worker threads.
+"""Everything the coordinator does to the table, fenced through the sink log. Synchronous on
+purpose (plain file I/O): the service calls these in worker threads.
 
 Order of a commit (DESIGN §2 step 3, with the fence first):
 1. every listed staged file exists with the size its status reported;
@@ -32,6 +31,7 @@ from shared.errors import FencedError, HudiSinkBug, HudiSinkError, TableFormatEr
 from shared.fs import FileSystem
 from shared.hudi import layout
 from shared.hudi.layout import InstantState
+from shared.hudi.naming import instant_key
 from shared.hudi.table import HudiTable
 from shared.hudi.write_stats import WriteStat
 from shared.sink_log import (
@@ -88,6 +88,7 @@ class TableCommitter:
         worker threads, and each append takes the next number after the other's."""
         self.forward_actions: dict[str, Callable[[LogEntry], None]] = {}
         """Roll-forward of decided non-``commit`` actions (maintenance registers them)."""
+        self.done_checks: dict[str, Callable[[LogEntry], bool]] = {}  # effect done: trim it
 
     # --- epochs ---------------------------------------------------------------------------
     def claim_epoch(self, leader: dict[str, Any]) -> int:
@@ -371,8 +372,9 @@ class TableCommitter:
             state = self.refresh()
             instants = self._table.list_instants()  # read after the fold (plan_trim's contract)
             completed = {i.time for i in instants if i.state is InstantState.COMPLETED}
-            plan = plan_trim(state, completed=completed, pending={i.time for i in instants} - completed,
-                             keep_entries=self._keep_entries)
+            pending = {i.time for i in instants} - completed
+            plan = plan_trim(state, completed=completed, pending=pending, keep_entries=self._keep_entries,
+                             done=self._done_actions(state, completed, pending))
             self._trim_unfinished = True
             if plan is not None:
                 self._log.trim(state, plan, created_at=_now())
@@ -384,3 +386,15 @@ class TableCommitter:
             raise
         except (HudiSinkError, OSError) as exc:
             log.warning("sink log trim failed (retried after the next decision): %s", exc)
+
+    def _done_actions(self, state: SinkLogState, completed: set[str], pending: set[str]) -> set[str]:
+        """Unfinished-looking COMMIT decisions of maintenance actions whose effect is done."""
+        latest = max(completed, key=instant_key, default=None)
+        done = set()
+        for instant, record in state.decisions.items():
+            if record.kind is EntryKind.COMMIT and not commit_finished(instant, completed, pending, latest):
+                entry = self._log.read_entry(record.seq)
+                check = self.done_checks.get(entry.action)
+                if check is not None and check(entry):
+                    done.add(instant)
+        return done

@@ -38,6 +38,7 @@ class Archiver:
         self._min = min_instants
         self._retained = commits_retained
         committer.forward_actions[ARCHIVE_ACTION] = self.forward
+        committer.done_checks[ARCHIVE_ACTION] = self.done
 
     def plan(self, view: TableView) -> list[Instant]:
         retained_from = (earliest_retained(view.completed, self._retained)
@@ -68,3 +69,9 @@ class Archiver:
     def forward(self, entry: LogEntry) -> None:
         assert entry.metadata is not None
         self._archive([Instant(t, a, InstantState.COMPLETED) for t, a in entry.metadata["archive"]])
+
+    def done(self, entry: LogEntry) -> bool:
+        """Every instant the decision archives is off the active timeline."""
+        assert entry.metadata is not None
+        active = {i.time for i in self._timeline.table.list_instants()}
+        return active.isdisjoint(t for t, _action in entry.metadata["archive"])

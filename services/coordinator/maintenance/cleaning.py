@@ -37,6 +37,7 @@ class Cleaner:
         self._timeline = timeline
         self._retained = commits_retained
         committer.forward_actions[CLEAN_ACTION] = self.forward
+        committer.done_checks[CLEAN_ACTION] = self.done
 
     def plan(self, view: TableView, instant: str) -> CleanRecord | None:
         """The next clean: files of cleanable groups no recorded clean covers yet (those are
@@ -80,3 +81,11 @@ class Cleaner:
         record = CleanRecord.from_json(entry.metadata["clean"])
         if not self._timeline.fs.exists(self._timeline.clean_path(record.instant)):
             self._timeline.write_clean(record)
+
+    def done(self, entry: LogEntry) -> bool:
+        """The decided clean is recorded, or every file it names is gone."""
+        assert entry.metadata is not None
+        record = CleanRecord.from_json(entry.metadata["clean"])
+        fs, base = self._timeline.fs, self._timeline.table.base_path
+        return fs.exists(self._timeline.clean_path(record.instant)) or not any(
+            fs.exists(f"{base}/{relative}") for relative in record.files)
