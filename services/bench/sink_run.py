@@ -11,7 +11,9 @@ What is measured, and from where:
   first END_COMMIT of T (the control topic is read from its start by a group-less consumer);
 - records committed: the coordinator's ``GET /transactions`` (a cross-check: exactly N);
 - peak RSS of each participant: the sum over its process tree (Python and the Spark JVM),
-  sampled with psutil every 0.25 s.
+  sampled with psutil every 0.25 s from readiness to the final commit (at start-up
+  ``spark-submit`` runs a short-lived launcher JVM beside the real one); the sum of each
+  process's VmHWM is reported too.
 """
 
 from __future__ import annotations
@@ -166,6 +168,8 @@ class SinkRun:
             sampler = asyncio.create_task(self._sample(procs))
             for proc in procs:
                 await self._wait_ready(proc)
+            for proc in procs:  # the run's peak: not Spark's launcher JVM at start-up
+                proc.peak_rss = 0.0
             tail = asyncio.create_task(self._tail_control())
             cpu_before = sum(p.cpu_seconds() for p in procs)
             coordinator = _Process("coordinator", self.config, self.work / f"{self.name}-c.log")
