@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from shared.avro_ddl import SOURCES, resolve_schema_source
 from shared.config_file import read_config_file
+from shared.config_maintenance import MaintenanceConfig
 from shared.config_sections import AvroConfig, ServiceConfig
 from shared.errors import ConfigError
 from shared.schema import TableSchema
@@ -160,41 +161,6 @@ class DeletionConfig(_Section):
     reconcile_interval_s: float = Field(3600, ge=0)
     """How often one deleter pod runs the orphan scan and enqueues what it finds (0: never;
     ``POST /deletions/reconcile`` still works)."""
-
-
-class ClusteringConfig(_Section):
-    """Small-file clustering (a ``replacecommit`` rewriting small file groups)."""
-
-    enabled: bool = True
-    min_files: int = Field(10, ge=2)
-    """A table partition is clustered once it holds more small files than this."""
-    small_file_bytes: int = Field(104857600, ge=1)
-    target_file_bytes: int = Field(134217728, ge=1)
-    interval_s: float = Field(10, ge=0.1)
-    """How often the leader looks for work (and runs cleaning and archival)."""
-
-
-class CleanerConfig(_Section):
-    """Cleaning of replaced file groups (Hudi's KEEP_LATEST_COMMITS retention)."""
-
-    enabled: bool = True
-    commits_retained: int = Field(10, ge=1)
-
-
-class ArchivalConfig(_Section):
-    """Timeline archival (Hudi's defaults: archive down to 20 once over 30 instants)."""
-
-    enabled: bool = True
-    max_instants: int = Field(30, ge=2)
-    min_instants: int = Field(20, ge=1)
-
-
-class MaintenanceConfig(_Section):
-    """Table services the leading coordinator runs beside ingestion (never blocking it)."""
-
-    clustering: ClusteringConfig = Field(default_factory=ClusteringConfig)
-    cleaner: CleanerConfig = Field(default_factory=CleanerConfig)
-    archival: ArchivalConfig = Field(default_factory=ArchivalConfig)
 
 
 class AdminConfig(_Section):

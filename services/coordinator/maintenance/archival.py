@@ -19,6 +19,7 @@ from services.coordinator.maintenance.plan import archivable, earliest_retained
 from services.coordinator.maintenance.view import TableView
 from shared.hudi import layout
 from shared.hudi.layout import Instant, InstantState
+from shared.hudi.naming import instant_key
 from shared.hudi.replace import ReplaceTimeline
 from shared.sink_log import LogEntry
 
@@ -49,8 +50,12 @@ class Archiver:
                            min_instants=self._min, retained_from=retained_from,
                            replace_pinned=pinned)
         actions = {i.time: i.action for i in self._timeline.completed()}
+        # Never the newest completed commit: its offsets are where ingestion resumes
+        # (HudiTable.latest_commit_metadata reads the active timeline).
+        newest = max((t for t, a in actions.items() if a == layout.COMMIT_ACTION),
+                     key=instant_key, default=None)
         return [Instant(t, actions.get(t, layout.COMMIT_ACTION), InstantState.COMPLETED)
-                for t in times]
+                for t in times if newest is None or instant_key(t) < instant_key(newest)]
 
     def run(self, instant: str, targets: list[Instant], epoch: int | None = None) -> None:
         """Decide (refused once ``epoch`` ended) and archive ``targets``."""
