@@ -111,7 +111,7 @@ class TransactionDriver:
                                                 reason=AbortReason.TAKEOVER))
             self._metrics.transaction_aborted(AbortReason.TAKEOVER)
         self.committed_offsets = committed_offsets
-        self.latest_instant = latest_instant
+        self.latest_instant, self.starting = latest_instant, None
         self.phase.transition_to(CoordinatorPhase.IDLE, f"epoch {epoch}")
         log.info("leader with epoch %d; committed offsets %s; rolled forward %s, back %s",
                  epoch, offsets_text(committed_offsets), report.rolled_forward,

@@ -77,3 +77,13 @@ def test_a_second_decision_for_an_instant_is_refused(env: Env) -> None:
     committer.decide(T[1], "clean", {"partitionToWriteStats": {}}, [], lambda: None)
     with pytest.raises(TableFormatError):
         committer.decide(T[1], "archive", {"partitionToWriteStats": {}}, [], lambda: None)
+
+
+def test_a_new_leadership_forgets_a_reservation_left_by_a_failed_start(env: Env) -> None:
+    driver = _driver(env)
+    driver.starting = reserve_instant(driver)  # a start that failed before the instant opened
+    driver.stand_by("lost the lease")
+    driver.begin_recovery()
+    driver.take_over(driver._committer.epoch, RecoveryReport(), {}, driver.latest_instant)
+    assert driver.starting is None
+    assert open_ingestion_below(driver, reserve_instant(driver)) is None
