@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from services.coordinator.disposal import DirectDisposal, StagedFileDisposal
+from shared import sink_log_state
 from shared.errors import FencedError, HudiSinkBug, HudiSinkError, TableFormatError
 from shared.fs import FileSystem
 from shared.hudi import layout
@@ -34,17 +35,8 @@ from shared.hudi.layout import InstantState
 from shared.hudi.naming import instant_key
 from shared.hudi.table import HudiTable
 from shared.hudi.write_stats import WriteStat
-from shared.sink_log import (
-    KEEP_ENTRIES,
-    TRIM_ABOVE,
-    DecisionRecord,
-    EntryKind,
-    LogEntry,
-    SinkLog,
-    SinkLogState,
-    plan_trim,
-)
-from shared.sink_log_state import commit_finished
+from shared.sink_log import SinkLog
+from shared.sink_log_state import DecisionRecord, EntryKind, LogEntry, SinkLogState, commit_finished
 
 __all__ = ["TableCommitter", "RecoveryReport", "StagedFileDisposal", "DirectDisposal"]
 
@@ -68,8 +60,8 @@ class TableCommitter:
         table: HudiTable,
         disposal: StagedFileDisposal,
         *,
-        keep_entries: int = KEEP_ENTRIES,
-        trim_above: int = TRIM_ABOVE,
+        keep_entries: int = sink_log_state.KEEP_ENTRIES,
+        trim_above: int = sink_log_state.TRIM_ABOVE,
     ) -> None:
         if not 1 <= keep_entries <= trim_above:
             raise ValueError(f"need 1 <= keep_entries ({keep_entries}) <= trim_above ({trim_above})")
@@ -373,8 +365,9 @@ class TableCommitter:
             instants = self._table.list_instants()  # read after the fold (plan_trim's contract)
             completed = {i.time for i in instants if i.state is InstantState.COMPLETED}
             pending = {i.time for i in instants} - completed
-            plan = plan_trim(state, completed=completed, pending=pending, keep_entries=self._keep_entries,
-                             done=self._done_actions(state, completed, pending))
+            plan = sink_log_state.plan_trim(state, completed=completed, pending=pending,
+                                            keep_entries=self._keep_entries,
+                                            done=self._done_actions(state, completed, pending))
             self._trim_unfinished = True
             if plan is not None:
                 self._log.trim(state, plan, created_at=_now())

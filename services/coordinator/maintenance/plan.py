@@ -12,10 +12,10 @@ __all__ = ["BaseFile", "plan_clustering", "earliest_retained", "cleanable", "arc
 
 @dataclass(frozen=True)
 class BaseFile:
-    """One committed base file: the latest (only) slice of its file group."""
+    """One committed base file, the latest (only) slice of its file group: ``path`` relative
+    to the base path, in table partition ``partition``, written by ``instant``."""
 
     path: str
-    """Relative to the base path."""
     partition: str
     file_id: str
     instant: str
