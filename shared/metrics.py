@@ -44,17 +44,11 @@ class Metrics:
             "hudi_sink_flush_failures", "Spark flushes that failed", registry=r
         )
         self._partition_failed = Gauge(
-            "hudi_sink_partition_failed",
-            "1 when errors.tolerance=fail stopped the partition at a bad record",
-            ["topic", "partition"],
-            registry=r,
-        )
-        self._lag = Gauge(
-            "hudi_sink_table_lag_records",
-            "Fetched end minus committed offset (records not yet in the table)",
-            ["topic", "partition"],
-            registry=r,
-        )
+            "hudi_sink_partition_failed", labelnames=["topic", "partition"], registry=r,
+            documentation="1 when errors.tolerance=fail stopped the partition at a bad record")
+        self._lag = Gauge("hudi_sink_table_lag_records", labelnames=["topic", "partition"],
+                          documentation="Fetched end minus committed offset (records not yet "
+                          "in the table)", registry=r)
         # coordinator
         self._commits = Counter("hudi_sink_commits", "Completed Hudi commits", registry=r)
         self._aborts = Counter(
@@ -93,17 +87,12 @@ class Metrics:
             "hudi_sink_deletions", "Deletion outcomes", ["outcome"], registry=r
         )
         self._settled = Counter(
-            "hudi_sink_deletion_intents_settled",
-            "Deletion intents settled by this deleter (effect durable, offset committed next)",
-            ["source"],
-            registry=r,
-        )
-        self._scheduled = Counter(
-            "hudi_sink_deletion_scheduled_runs",
-            "Scheduled staging sweeps and reconcile scans, by result",
-            ["task", "result"],
-            registry=r,
-        )
+            "hudi_sink_deletion_intents_settled", labelnames=["source"], registry=r,
+            documentation="Deletion intents settled by this deleter (effect durable, offset "
+            "committed next)")
+        self._scheduled = Counter("hudi_sink_deletion_scheduled_runs", labelnames=["task", "result"],
+                                  documentation="Scheduled staging sweeps and reconcile scans, "
+                                  "by result", registry=r)
         self._scheduler = Gauge(
             "hudi_sink_deleter_scheduler",
             "1 on the deleter pod that runs the scheduled sweep and reconcile",
