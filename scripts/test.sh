@@ -7,7 +7,7 @@ scripts/setup.sh || exit $?
 export SPARK_LOCAL_IP=127.0.0.1
 .venv/bin/ruff check . || exit 1
 .venv/bin/mypy || exit 1
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then
   echo "test.sh: pytest collected no tests — treating as a failure" >&2
