@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Process tests that do not fit the main suite's 25-minute budget (marked ``long``): the
-# pipeline on s3:// (moto), table maintenance end to end, the bench command's smoke run.
+# pipeline on s3:// (moto), table maintenance end to end, the bench command's smoke run,
+# OpenAPI fuzzing of the admin apps, and failure cases whose kind the main suite also covers
+# (a participant SIGKILLed or frozen mid-transaction, the stall and lag metrics).
 # The main suite covers their parts with faster tests; run this before a release.
 set -uo pipefail
 cd "$(dirname "$0")/.."

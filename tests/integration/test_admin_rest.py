@@ -121,6 +121,7 @@ def test_forced_abort_rolls_back_and_standby_refuses_posts(sink: Sink) -> None:
 SCHEMATHESIS = str(Path(sys.executable).with_name("st"))
 
 
+@pytest.mark.long  # ~30 s a role; the routes' contracts are unit-tested (test_admin_auth etc.)
 @pytest.mark.parametrize("role", ["coordinator", "participant", "deleter"])
 def test_openapi_fuzzing_finds_no_server_errors(sink: Sink, role: str, tmp_path: Path) -> None:
     """schemathesis against the live service: no 5xx, responses match the OpenAPI schema.

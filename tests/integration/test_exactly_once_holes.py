@@ -232,6 +232,7 @@ def test_a_participant_frozen_past_the_timeout_gets_a_partial_commit(
 
 # --- 5. stall and lag metrics, consumer-group offsets ---------------------------------------
 
+@pytest.mark.long  # metrics only; the suite's budget keeps the data-safety tests
 def test_stall_and_lag_metrics_and_group_offsets_tell_the_truth(
     broker: EmbeddedBroker, tmp_path: Path, unique_name: str
 ) -> None:

@@ -85,6 +85,7 @@ def test_participants_join_and_leave_without_aborts(
         pipeline.stop_all()
 
 
+@pytest.mark.long  # test_chaos_small SIGKILLs participants mid-transaction in the main suite
 def test_participant_sigkill_mid_transaction_loses_and_duplicates_nothing(
     broker: EmbeddedBroker, tmp_path: Path, unique_name: str
 ) -> None:
@@ -161,6 +162,7 @@ def test_standby_takes_over_and_a_zombie_leader_cannot_commit(
         pipeline.stop_all()
 
 
+@pytest.mark.long  # a frozen participant: test_a_participant_frozen_past_the_timeout_... covers it
 def test_zombie_participant_cannot_get_a_file_into_the_table(
     broker: EmbeddedBroker, tmp_path: Path, unique_name: str
 ) -> None:
