@@ -52,13 +52,8 @@ def synthetic_record(schema: TableSchema, run_id: str, n: int, rng: random.Rando
     return record
 
 
-async def produce_records(
-    config: SinkConfig,
-    records: int,
-    partitions: int | None = None,
-    rate: float | None = None,
-    progress: Any = None,
-) -> int:
+async def produce_records(config: SinkConfig, records: int, partitions: int | None = None,
+                          rate: float | None = None, progress: Any = None) -> int:
     """Produce to the first configured topic; returns the number of records acked."""
     topic = config.kafka.topics[0]
     schema = config.table.table_schema()

@@ -12,7 +12,7 @@ import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -199,6 +199,17 @@ class SparkConfig(_Section):
         return conf
 
 
+class _DerivedName:
+    """A topic or consumer-group name of the sink: ``<name>-<suffix>`` (DESIGN §5). A
+    read-only descriptor, so the name is computed on every read and cannot be set apart."""
+
+    def __init__(self, suffix: str) -> None:
+        self._suffix = suffix
+
+    def __get__(self, config: SinkConfig, owner: type | None = None) -> str:
+        return f"{config.name}-{self._suffix}"
+
+
 class SinkConfig(_Section):
     """Everything one sink needs; topic and group names derive from ``name``."""
 
@@ -214,38 +225,18 @@ class SinkConfig(_Section):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
 
-    # Derived names (DESIGN §5). Properties, so they can never disagree with ``name``.
+    # Derived names (DESIGN §5): computed on every read, so they never disagree with ``name``.
     @property
     def control_topic(self) -> str:
         return self.kafka.control_topic or f"{self.name}-control"
 
-    @property
-    def dlq_topic(self) -> str:
-        return f"{self.name}-dlq"
-
-    @property
-    def deletion_topic(self) -> str:
-        return f"{self.name}-deletion"
-
-    @property
-    def deletion_retry_topic(self) -> str:
-        return f"{self.name}-deletion-retry"
-
-    @property
-    def deletion_dlq_topic(self) -> str:
-        return f"{self.name}-deletion-dlq"
-
-    @property
-    def participants_group(self) -> str:
-        return f"{self.name}-participants"
-
-    @property
-    def coordinator_group(self) -> str:
-        return f"{self.name}-coordinator"
-
-    @property
-    def deleter_group(self) -> str:
-        return f"{self.name}-deleter"
+    dlq_topic: ClassVar[_DerivedName] = _DerivedName("dlq")
+    deletion_topic: ClassVar[_DerivedName] = _DerivedName("deletion")
+    deletion_retry_topic: ClassVar[_DerivedName] = _DerivedName("deletion-retry")
+    deletion_dlq_topic: ClassVar[_DerivedName] = _DerivedName("deletion-dlq")
+    participants_group: ClassVar[_DerivedName] = _DerivedName("participants")
+    coordinator_group: ClassVar[_DerivedName] = _DerivedName("coordinator")
+    deleter_group: ClassVar[_DerivedName] = _DerivedName("deleter")
 
 
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:

@@ -120,14 +120,8 @@ class DeletionBacklog:
     the deleter group's id but never subscribes, so it never joins the group.
     """
 
-    def __init__(
-        self,
-        config: SinkConfig,
-        sender: IntentSender,
-        metrics: Metrics,
-        *,
-        interval_s: float = BACKLOG_PROBE_INTERVAL_S,
-    ) -> None:
+    def __init__(self, config: SinkConfig, sender: IntentSender, metrics: Metrics, *,
+                 interval_s: float = BACKLOG_PROBE_INTERVAL_S) -> None:
         self._config = config
         self._sender = sender
         self._metrics = metrics

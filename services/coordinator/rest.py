@@ -8,6 +8,7 @@ same committed history; it is read in a worker thread, never on the event loop.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 from fastapi import APIRouter, Query
@@ -96,29 +97,37 @@ def build_router(service: TransactionControl) -> APIRouter:
             views = [v for v in views if v.commit_time != inflight.commit_time] + [inflight]
         return sorted(views, key=lambda v: v.commit_time, reverse=True)[:limit]
 
+    def on_leader(command: Callable[[], str | None], answer: Callable[[str | None], Any]) -> Any:
+        """Run a transaction command on the leader; a standby answers 409 naming the leader."""
+        if not service.is_leader:
+            return not_leader()
+        return answer(command())
+
     @router.post("/transactions/commit", response_model=ActionResponse, status_code=202,
                  responses={409: {"description": "standby: names the leader"}})
     async def commit_now() -> Any:
-        if not service.is_leader:
-            return not_leader()
-        instant = service.request_commit()
-        detail = ("the current transaction ends now" if instant is not None
-                  else "no transaction is open; the one starting next ends at once")
-        return ActionResponse(accepted=True, commit_time=instant, detail=detail)
+        return on_leader(service.request_commit, _commit_answer)
 
     @router.post("/transactions/abort", response_model=ActionResponse, status_code=202,
                  responses={409: {"description": "standby (names the leader), or no open transaction"}})
     async def abort_now() -> Any:
-        if not service.is_leader:
-            return not_leader()
-        instant = service.request_abort()
-        if instant is None:
-            return JSONResponse({"detail": "no transaction is open (nothing to abort); retry "
-                                 "once GET /transactions/current shows one"}, status_code=409)
-        return ActionResponse(accepted=True, commit_time=instant,
-                              detail=f"transaction {instant} is rolled back")
+        return on_leader(service.request_abort, _abort_answer)
 
     return router
+
+
+def _commit_answer(instant: str | None) -> ActionResponse:
+    detail = ("the current transaction ends now" if instant is not None
+              else "no transaction is open; the one starting next ends at once")
+    return ActionResponse(accepted=True, commit_time=instant, detail=detail)
+
+
+def _abort_answer(instant: str | None) -> ActionResponse | JSONResponse:
+    if instant is None:
+        return JSONResponse({"detail": "no transaction is open (nothing to abort); retry "
+                             "once GET /transactions/current shows one"}, status_code=409)
+    return ActionResponse(accepted=True, commit_time=instant,
+                          detail=f"transaction {instant} is rolled back")
 
 
 class MaintenanceControl(Protocol):

@@ -49,18 +49,15 @@ def own_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
 
 
 async def read_intents(kafka: KafkaConfig, topic: str, partitions: int) -> list[PendingDelete]:
-    consumer = AIOKafkaConsumer(**consumer_options(kafka, None, "test-reader"))
-    await consumer.start()
-    try:
+    """Every intent on ``topic`` from the start (a group-less reader)."""
+    found: list[PendingDelete] = []
+    async with AIOKafkaConsumer(**consumer_options(kafka, None, "test-reader")) as consumer:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
-        found: list[PendingDelete] = []
         while batch := await consumer.getmany(timeout_ms=1500):
             found += [PendingDelete.decode(r.value) for records in batch.values() for r in records]
-        return found
-    finally:
-        await consumer.stop()
+    return found
 
 
 async def test_unsendable_intents_leave_metadata_unchanged_and_the_decision_is_retried(

@@ -21,19 +21,10 @@ from services.coordinator.committer import DirectDisposal, TableCommitter
 from shared.config import TableConfig
 from shared.errors import FencedError, TableFormatError
 from shared.fs import FileSystem, LocalFileSystem
-from shared.hudi import (
-    KAFKA_COMMIT_OFFSETS_KEY,
-    HudiTable,
-    WriteStat,
-    base_file_name,
-    build_commit_metadata,
-    format_offsets,
-    new_file_id,
-    parse_base_file_name,
-    parse_offsets,
-    partition_path,
-    write_token,
-)
+from shared.hudi.naming import base_file_name, new_file_id, parse_base_file_name, partition_path, write_token
+from shared.hudi.offsets import KAFKA_COMMIT_OFFSETS_KEY, format_offsets, parse_offsets
+from shared.hudi.table import HudiTable
+from shared.hudi.write_stats import WriteStat, build_commit_metadata
 from shared.schema import TableSchema
 from shared.sink_log import DecisionRecord, EntryKind, LogEntry, SinkLog, SinkLogState, plan_trim
 

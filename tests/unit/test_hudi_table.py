@@ -17,20 +17,12 @@ from recording_fs import RecordingFileSystem
 from shared.config import TableConfig
 from shared.errors import ConfigError, TableFormatError
 from shared.fs import LocalFileSystem
-from shared.hudi import (
-    KAFKA_COMMIT_OFFSETS_KEY,
-    HudiTable,
-    InstantState,
-    WriteStat,
-    base_file_name,
-    build_commit_metadata,
-    format_offsets,
-    new_file_id,
-    parse_offsets,
-    partition_path,
-    write_token,
-)
+from shared.hudi.layout import InstantState
+from shared.hudi.naming import base_file_name, new_file_id, partition_path, write_token
+from shared.hudi.offsets import KAFKA_COMMIT_OFFSETS_KEY, format_offsets, parse_offsets
 from shared.hudi.properties import format_properties, parse_properties
+from shared.hudi.table import HudiTable
+from shared.hudi.write_stats import WriteStat, build_commit_metadata
 from shared.schema import TableSchema
 
 DDL = "id STRING, ts TIMESTAMP, country STRING, amount DOUBLE"

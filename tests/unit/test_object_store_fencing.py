@@ -18,17 +18,10 @@ from services.coordinator.committer import DirectDisposal, TableCommitter
 from services.table_cmd import read_rows, table_history, table_summary
 from shared.config import TableConfig
 from shared.errors import FencedError
-from shared.hudi import (
-    KAFKA_COMMIT_OFFSETS_KEY,
-    HudiTable,
-    WriteStat,
-    base_file_name,
-    build_commit_metadata,
-    format_offsets,
-    new_file_id,
-    partition_path,
-    write_token,
-)
+from shared.hudi.naming import base_file_name, new_file_id, partition_path, write_token
+from shared.hudi.offsets import KAFKA_COMMIT_OFFSETS_KEY, format_offsets
+from shared.hudi.table import HudiTable
+from shared.hudi.write_stats import WriteStat, build_commit_metadata
 from shared.object_store import ObjectStoreFileSystem
 
 DDL = "id STRING, country STRING, amount DOUBLE"
