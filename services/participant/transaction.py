@@ -59,6 +59,8 @@ class TransactionParticipant:
     decoder: RecordDecoder
     flush_records: int
     fail_on_error: bool
+    flush_bytes: int = 32 << 20
+    """A flush starts at ``flush_records`` rows or this many value bytes, whichever is first."""
     clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
     """Monotonic seconds for ``last_signal_at`` (the service's clock, injectable in tests)."""
     phase_machine: StateMachine[PartitionPhase] = field(init=False)
@@ -75,6 +77,8 @@ class TransactionParticipant:
     ``end_offsets``, which the development broker gets wrong for multi-record batches)."""
     rows: list[Row] = field(default_factory=list)
     offsets: list[int] = field(default_factory=list)
+    buffered_bytes: int = 0
+    """Value bytes of ``rows``."""
     flush_no: int = 0
     staged: list[StagedFile] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
@@ -117,7 +121,8 @@ class TransactionParticipant:
         return (epoch, instant) > (self.epoch, self.instant)
 
     def should_flush(self) -> bool:
-        return self.accepting and len(self.rows) >= self.flush_records
+        return self.accepting and (len(self.rows) >= self.flush_records
+                                   or self.buffered_bytes >= self.flush_bytes)
 
     @property
     def accepting(self) -> bool:
@@ -139,7 +144,7 @@ class TransactionParticipant:
         self.phase_machine.transition_to(PartitionPhase.WRITING, f"start {instant} @ {offset}")
         self.instant, self.epoch = instant, epoch
         self.start_offset = self.next_offset = offset
-        self.rows, self.offsets = [], []
+        self.rows, self.offsets, self.buffered_bytes = [], [], 0
         self.flush_no = 0
         self.staged = []
         self.dead_letters = []
@@ -169,6 +174,7 @@ class TransactionParticipant:
                                        record.key)
                 self.rows.append(result)
                 self.offsets.append(offset)
+                self.buffered_bytes += len(record.value)
                 self.counters.unknown_fields += result.unknown_fields
             elif isinstance(result, Skipped):
                 self.counters.skipped += 1
@@ -208,7 +214,7 @@ class TransactionParticipant:
         if not self.rows or self.instant is None or self.gave_up is not None:
             return None
         taken = PendingBuffer(self.rows, self.offsets, self.flush_no, self.instant)
-        self.rows, self.offsets = [], []
+        self.rows, self.offsets, self.buffered_bytes = [], [], 0
         self.flush_no += 1
         return taken
 
@@ -229,7 +235,7 @@ class TransactionParticipant:
         if self.gave_up is None:
             self.gave_up = reason
             self.failure = reason
-        self.rows, self.offsets = [], []
+        self.rows, self.offsets, self.buffered_bytes = [], [], 0
         if self.phase in (PartitionPhase.WRITING, PartitionPhase.DRAINING):
             self.phase_machine.transition_to(PartitionPhase.FAILED, reason)
         return True
