@@ -99,7 +99,7 @@ class Intake:
                     if state.drain_started is not None:  # END already asked: report now
                         self.begin_report(state)
                 if state.should_flush():
-                    self._flush_or_hold(state, ktp)
+                    self._buffer_full(state, ktp)
                 lag = state.lag()
                 if lag is not None:
                     metrics.partition_lag(ktp.topic, ktp.partition, lag)
@@ -175,6 +175,16 @@ class Intake:
         if len(state.flushes) >= MAX_CONCURRENT_FLUSHES:
             return False
         return sum(len(s.flushes) for s in self._rt.registry.active.values()) < MAX_CONCURRENT_FLUSHES
+
+    def _buffer_full(self, state: TransactionParticipant, ktp: KafkaTopicPartition) -> None:
+        """A draining partition whose buffer fills has enough for this instant: it reports
+        now instead of draining on (a backlog would otherwise keep it taking records for
+        DRAIN_MAX_S and then flushing all of them, which is what END waits for). What it has
+        not fetched yet goes to the next instant."""
+        if state.phase is PartitionPhase.DRAINING:
+            self.begin_report(state)
+        else:
+            self._flush_or_hold(state, ktp)
 
     def _flush_or_hold(self, state: TransactionParticipant, ktp: KafkaTopicPartition) -> None:
         """Back-pressure: a full buffer that may not flush yet pauses its partition until a

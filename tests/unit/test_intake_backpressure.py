@@ -157,3 +157,43 @@ def test_memory_bound_holds_over_a_long_backlog() -> None:
             await _settle()
 
     asyncio.run(scenario())
+
+
+class RecordingReporter:
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, str]] = []
+
+    async def send_status(self, state: TransactionParticipant, instant: str) -> None:
+        self.sent.append((state.partition, instant))
+
+
+async def test_a_draining_partition_that_fills_its_buffer_reports_at_once() -> None:
+    """END with a backlog: the partition stops at its first full buffer (paused, flushed,
+    reported) instead of taking records for the whole drain and flushing all of them."""
+    intake, consumer, flusher, registry = _intake(1)
+    reporter = RecordingReporter()
+    intake._reporter = reporter  # type: ignore[assignment]
+    p0 = registry.active[(TOPIC, 0)]
+    p0.drain(0.0)
+    p0.accept([Rec(o) for o in range(FLUSH_RECORDS)])
+    intake._buffer_full(p0, KafkaTopicPartition(TOPIC, 0))
+    await _settle()
+    assert consumer.paused == {KafkaTopicPartition(TOPIC, 0)}
+    assert flusher.started == [(0, 0)] and not p0.rows and not p0.accepting
+    p0.accept([Rec(o) for o in range(FLUSH_RECORDS, 2 * FLUSH_RECORDS)])  # fetched later
+    assert not p0.rows and p0.next_offset == FLUSH_RECORDS  # left for the next instant
+    assert reporter.sent == []  # the status waits for the flush
+    flusher.release(0, 0)
+    await _settle()
+    assert reporter.sent == [(0, "20250101000000001")]
+
+
+async def test_a_writing_partition_that_fills_its_buffer_flushes_and_keeps_going() -> None:
+    intake, consumer, flusher, registry = _intake(1)
+    p0 = registry.active[(TOPIC, 0)]
+    p0.accept([Rec(o) for o in range(FLUSH_RECORDS)])
+    intake._buffer_full(p0, KafkaTopicPartition(TOPIC, 0))
+    await _settle()
+    assert flusher.started == [(0, 0)] and p0.accepting and not consumer.paused
+    flusher.release(0, 0)
+    await _settle()
