@@ -12,6 +12,7 @@ import posixpath
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from services.participant.decoded import Row, rows_to_arrow
 from shared.hudi.naming import base_file_name, new_file_id, partition_path, write_token
@@ -62,14 +63,49 @@ class PreparedFlush:
 
 def prepare_flush(rows: list[Row], offsets: list[int], schema: TableSchema,
                   spec: FlushInput) -> PreparedFlush:
-    """The Arrow form of ``rows`` (see :class:`PreparedFlush`)."""
+    """The Arrow form of ``rows`` (see :class:`PreparedFlush`).
+
+    Per-row Python work is what a flush's thread takes from the event loop (the GIL), so
+    string keys and partition values are handled in Arrow: a string column holds exactly the
+    values the decoder kept (``Row.record_key`` is ``str`` of it, ``Row.partition_value`` it
+    itself). Other types go through the rows, so their text forms stay Python's."""
+    data = rows_to_arrow(rows, schema)
+    part_index, part_paths, paths = _partition_paths(rows, data, schema, spec.hive_style)
+    count = len(rows)
+    key_column = data.column(schema.record_key_field)
+    record_keys = (key_column if pa.types.is_string(key_column.type)
+                   else pa.array([row.record_key for row in rows], pa.string()))
+    seqno = pc.binary_join_element_wise(f"{spec.instant}_{spec.source_index}_",
+                                        pa.array(offsets, pa.int64()).cast(pa.string()), "")
+    meta = {  # in the order of _META_BEFORE_FILE_NAME
+        "_hoodie_commit_time": pa.array([spec.instant] * count, pa.string()),
+        "_hoodie_commit_seqno": seqno,
+        "_hoodie_record_key": record_keys,
+        "_hoodie_partition_path": part_paths,
+    }
+    columns = pa.Table.from_arrays(list(meta.values()) + list(data.columns),
+                                   names=list(meta) + data.column_names)
+    return PreparedFlush(columns, part_index, paths)
+
+
+def _partition_paths(rows: list[Row], data: pa.Table, schema: TableSchema,
+                     hive_style: bool) -> tuple[pa.Array, pa.Array, list[str]]:
+    """Per row: the index of its partition path, and the path; the distinct paths in order
+    of first appearance. Each distinct value is encoded once (a table has few)."""
     field = schema.partition_field
-    hive_style = spec.hive_style
+    if field is not None and pa.types.is_string(data.schema.field(field).type):
+        encoded = pc.dictionary_encode(data.column(field).combine_chunks(), null_encoding="encode")
+        values = encoded.dictionary.to_pylist()  # distinct values in order of first appearance
+        paths = [partition_path(value, field, hive_style) for value in values]
+        unique_paths = list(dict.fromkeys(paths))  # two values may share a path
+        index_of_path = {path: i for i, path in enumerate(unique_paths)}
+        remap = pa.array([index_of_path[path] for path in paths], pa.int32())
+        part_index = remap.take(encoded.indices)
+        return part_index, pa.array(unique_paths, pa.string()).take(part_index), unique_paths
     index_of: dict[str, int] = {}
     path_of: dict[object, str] = {}
-    """Partition value → path: a table has few partitions, encoding each once is enough."""
-    part_index: list[int] = []
-    part_paths: list[str] = []
+    indices: list[int] = []
+    row_paths: list[str] = []
     for row in rows:
         value = row.partition_value
         path = path_of.get(value) if value.__hash__ is not None else None
@@ -80,20 +116,9 @@ def prepare_flush(rows: list[Row], offsets: list[int], schema: TableSchema,
         index = index_of.get(path)
         if index is None:
             index = index_of[path] = len(index_of)
-        part_index.append(index)
-        part_paths.append(path)
-    data = rows_to_arrow(rows, schema)
-    count = len(rows)
-    prefix = f"{spec.instant}_{spec.source_index}_"
-    meta = {  # in the order of _META_BEFORE_FILE_NAME
-        "_hoodie_commit_time": pa.array([spec.instant] * count, pa.string()),
-        "_hoodie_commit_seqno": pa.array([f"{prefix}{offset}" for offset in offsets], pa.string()),
-        "_hoodie_record_key": pa.array([row.record_key for row in rows], pa.string()),
-        "_hoodie_partition_path": pa.array(part_paths, pa.string()),
-    }
-    columns = pa.Table.from_arrays(list(meta.values()) + list(data.columns),
-                                   names=list(meta) + data.column_names)
-    return PreparedFlush(columns, pa.array(part_index, pa.int32()), list(index_of))
+        indices.append(index)
+        row_paths.append(path)
+    return pa.array(indices, pa.int32()), pa.array(row_paths, pa.string()), list(index_of)
 
 
 def name_flush(prepared: PreparedFlush, spec: FlushInput) -> tuple[pa.Table, list[PlannedFile]]:

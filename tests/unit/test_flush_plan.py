@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from hudi_reference import hudi_escape
 
+from services.participant import flush_plan
 from services.participant.decoder import Row
 from services.participant.flush_plan import FlushInput, plan_flush
 from shared.config import TableConfig
@@ -59,3 +61,21 @@ def test_the_same_flush_planned_again_never_reuses_a_name() -> None:
     second = {p.file_name for p in plan_flush(rows, [0, 1], SCHEMA, _spec())[1]}
     assert len(first) == len(second) == 2
     assert not first & second
+
+
+def test_string_keys_and_partitions_in_arrow_match_the_row_by_row_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """String keys and partition values are mapped in Arrow, other types row by row; both
+    give the same paths, indices (values sharing a path share a file) and meta columns."""
+    cities: list[str | None] = ["b", None, "", "__HIVE_DEFAULT_PARTITION__", "a/b", "b", None]
+    rows = _rows(*cities)
+    by_arrow, arrow_plans = plan_flush(rows, list(range(7)), SCHEMA, _spec(hive_style=False))
+    with monkeypatch.context() as patch:  # every column counts as non-string: the row path
+        patch.setattr(flush_plan.pa.types, "is_string", lambda _type: False)
+        by_rows, row_plans = plan_flush(rows, list(range(7)), SCHEMA, _spec(hive_style=False))
+    for column in ("_hoodie_partition_path", PART_COLUMN, "_hoodie_record_key",
+                   "_hoodie_commit_seqno", "_hoodie_commit_time", "id", "city"):
+        assert by_arrow.column(column).to_pylist() == by_rows.column(column).to_pylist(), column
+    assert [p.partition_path for p in arrow_plans] == [p.partition_path for p in row_plans]
+    assert by_arrow.column(PART_COLUMN).to_pylist() == [0, 1, 1, 1, 2, 0, 1]
