@@ -38,7 +38,9 @@ def _service_command(factory: Callable[[SinkConfig], Any]) -> Callable[[argparse
     def run(args: argparse.Namespace) -> int:
         config = _load(args.config, args.admin_port)
         service = factory(config)
-        return asyncio.run(serve_service(service, config.admin.host, config.admin.port))
+        return asyncio.run(serve_service(
+            service, config.admin.host, config.admin.port,
+            shutdown_timeout_s=config.service.shutdown_timeout_ms / 1000))
 
     return run
 

@@ -3,6 +3,11 @@
 SIGTERM/SIGINT ask the service to shut down (it stops intake, finishes or abandons its work
 cleanly and returns); the admin server stops after the service. Exit codes follow the CLI
 contract: 0 clean stop, 1 runtime failure, 2 bad config/usage.
+
+The first signal (or the service's return) also arms an :class:`~shared.exit_watchdog.ExitWatchdog`:
+the process ends within ``service.shutdown_timeout_ms`` plus ``EXIT_MARGIN_S`` whatever is
+still running. The signal handler is a plain ``signal.signal`` one, not the loop's: it runs
+in the main thread even while the event loop is stuck, so the bound holds then too.
 """
 
 from __future__ import annotations
@@ -18,12 +23,16 @@ import uvicorn
 from fastapi import FastAPI
 
 from shared.errors import ConfigError
+from shared.exit_watchdog import ExitWatchdog
 
-__all__ = ["RunnableService", "serve_service", "configure_logging"]
+__all__ = ["RunnableService", "serve_service", "configure_logging", "EXIT_MARGIN_S"]
 
 log = logging.getLogger("hudi_sink.runner")
 
 T = TypeVar("T")
+
+EXIT_MARGIN_S = 10.0
+"""Beyond the graceful budget: the admin server's stop (up to 5 s) and the loop's close."""
 
 
 class RunnableService(Protocol):
@@ -55,11 +64,20 @@ def configure_logging(level: str = "INFO") -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-async def serve_service(service: RunnableService, host: str, port: int) -> int:
+async def serve_service(service: RunnableService, host: str, port: int, *,
+                        shutdown_timeout_s: float, exit_margin_s: float = EXIT_MARGIN_S) -> int:
+    """Run ``service`` and its admin app; the exit code. Once stop is asked or the service
+    returns, the process exits within ``shutdown_timeout_s + exit_margin_s`` (module doc)."""
     loop = asyncio.get_running_loop()
+    watchdog = ExitWatchdog(service.name, shutdown_timeout_s + exit_margin_s)
+
+    def stop_requested(signum: int, _frame: object) -> None:
+        watchdog.arm(signal.Signals(signum).name)
+        with contextlib.suppress(RuntimeError):  # the loop has closed: already stopping
+            loop.call_soon_threadsafe(service.shutdown)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, service.shutdown)
+        signal.signal(sig, stop_requested)
     server = _QuietServer(
         uvicorn.Config(
             service.admin_app(), host=host, port=port, log_level="warning", lifespan="off"
@@ -87,6 +105,8 @@ async def serve_service(service: RunnableService, host: str, port: int) -> int:
         log.exception("%s failed", service.name)
         code = 1
     finally:
+        watchdog.settle(code)
+        watchdog.arm("the service's return")
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(admin_task, timeout=5)

@@ -29,6 +29,7 @@ from shared.protocol import StagedFile
 from shared.retry import retrying
 from shared.schema import TableSchema
 from shared.spark_writer import SparkWriteError, SparkWriter, WrittenFile
+from shared.threads import in_daemon_thread
 
 __all__ = ["Flusher", "FlushResult", "MAX_CONCURRENT_FLUSHES", "FLUSH_ATTEMPTS"]
 
@@ -138,6 +139,7 @@ class Flusher:
                 async with self._slots:
                     if self.refuses(state, buffer.instant):  # finished while we waited
                         return None
-                    written = await asyncio.to_thread(self._writer.write, table, plans, staging)
+                    # A daemon thread: a SIGTERMed process does not wait for the job.
+                    written = await in_daemon_thread(self._writer.write, table, plans, staging)
                 return written, self._clock() - started
         raise AssertionError("unreachable")

@@ -51,6 +51,7 @@ from shared.protocol import Role, Sender
 from shared.schema_registry import writer_schemas
 from shared.staging_upload import writer_for
 from shared.storage import filesystem_for
+from shared.threads import in_daemon_thread
 
 __all__ = ["ParticipantService", "ParticipantClients"]
 
@@ -78,6 +79,8 @@ class ParticipantService(ServiceShell[ParticipantClients]):
                                 self._faults, writer_nonce=secrets.randbelow(2**31), clock=clock)
         self._registry = PartitionRegistry(self._new_partition)
         self._tasks = BackgroundTasks("participant")
+        self._spark_starting = False
+        """Whether SparkSession start-up (in a daemon thread) began and has not finished."""
         self._avro = (AvroValues(writer_schemas(config.avro))  # one schema cache per process
                       if config.kafka.value_format == "avro" else None)
 
@@ -127,7 +130,9 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         await asyncio.to_thread(self._table.initialize, cfg.table, self.schema)
         self.set_not_ready("starting SparkSession")
         warm_dir = posixpath.join(cfg.table.base_path, layout.SINK_DIR, f"warmup-{self.sender.id}")
-        await asyncio.to_thread(self._writer.start, warm_dir)
+        self._spark_starting = True  # stays True if SIGTERM cuts the start short (see close)
+        await in_daemon_thread(self._writer.start, warm_dir)
+        self._spark_starting = False
         await asyncio.to_thread(self._fs.delete_tree, warm_dir)
         producer = await self._factory.producer("hudi-sink-participant")
         channel = await self._factory.channel(self.sender, producer, self._faults)
@@ -155,8 +160,14 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         if running is not None:
             log.info("participant stopping: leaving group")
             await self._factory.close(running.consumer, running.channel, running.producer)
+        if self._spark_starting:
+            # Stopping would wait for the session being built (tens of seconds on a busy
+            # machine), and the warm-up would build it again. The start's daemon thread is
+            # abandoned instead: Spark's JVM ends with this process (EOF on its stdin).
+            log.info("participant stopping: SparkSession was still starting, left to the exit")
+            return
         log.info("participant stopping: SparkSession")
-        await asyncio.to_thread(self._writer.stop)
+        await in_daemon_thread(self._writer.stop)  # Spark calls: never joined at exit
 
     # --- queries (REST) ----------------------------------------------------------------
     def partition_views(self) -> list[PartitionView]:

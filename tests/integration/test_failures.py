@@ -249,3 +249,30 @@ def test_partitions_moving_away_and_back_within_one_instant_lose_nothing(
         _assert_exactly(pipeline, 4_000)
     finally:
         pipeline.stop_all()
+
+
+def test_sigterm_while_spark_starts_exits_without_waiting_for_it(
+    broker: EmbeddedBroker, tmp_path: Path, unique_name: str
+) -> None:
+    """SIGTERM while the SparkSession is still being built (a pod stopped during a rollout,
+    or a participant that just joined): the process exits at once, not after the session it
+    no longer needs. It used to wait for the build (stopping Spark queued behind it), then
+    for the warm-up that built a second session, and ``asyncio.run`` joined that thread
+    without a bound: 35–47 s on a busy 2-core machine, beyond the shutdown budget."""
+    pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap,
+                        overrides={"service": {"shutdown_timeout_ms": 5000}})
+    pipeline.produce(10)  # the data topic must exist before the participant starts Spark
+    with pipeline:
+        participant = pipeline.start("participant")
+        wait_until(lambda: "starting SparkSession" in httpx.get(f"{participant.url}/ready",
+                                                                  timeout=2).text,
+                   120, "the participant starting its SparkSession", every_s=0.1)
+        asked = time.monotonic()
+        participant.process.send_signal(signal.SIGTERM)
+        participant.process.wait(timeout=60)
+        took = time.monotonic() - asked
+    log = participant.log_path.read_text(errors="replace")
+    assert participant.process.returncode == 0, log
+    assert took < 5, f"exit took {took:.1f} s (shutdown budget 5 s):\n{log}"
+    assert "SparkSession was still starting" in log, log
+    assert "forcing exit" not in log, log  # graceful, not cut by the watchdog

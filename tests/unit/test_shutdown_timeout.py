@@ -5,6 +5,7 @@ still running then is cancelled and the service stops."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Coroutine
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from fastapi import APIRouter
 
 from shared.config import config_from_mapping
-from shared.lifecycle import ServiceShell
+from shared.lifecycle import CANCEL_GRACE_S, ServiceShell
 from shared.states import ServicePhase
 
 
@@ -59,3 +60,37 @@ async def test_shutdown_is_bounded_by_the_timeout(caplog: pytest.LogCaptureFixtu
     assert service.close_cancelled
     assert service.lifecycle.state is ServicePhase.STOPPED
     assert "closing clients did not finish within service.shutdown_timeout_ms (800 ms)" in caplog.text
+
+
+class SwallowsCancellation(Stubborn):
+    """A close that, like aiokafka's ``Fetcher.close`` (``with suppress(CancelledError): await
+    self._fetch_task``), swallows the cancellation it gets and goes on closing."""
+
+    async def close(self, running: str | None) -> None:
+        inner = asyncio.ensure_future(asyncio.Event().wait())
+        with contextlib.suppress(asyncio.CancelledError):
+            await inner  # the shell's cancellation lands here and is swallowed
+        self.close_cancelled = True
+        await self.release.wait()  # the next close step: hangs until the test ends
+
+    release = asyncio.Event()
+
+
+async def test_a_close_that_swallows_its_cancellation_still_ends_within_the_bound(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``asyncio.wait_for`` waits for the cancelled step without a bound: the shell used it,
+    so such a close kept the service (and a SIGTERMed participant) alive for good."""
+    service = SwallowsCancellation(timeout_ms=500)
+    task = asyncio.create_task(service.run())
+    while service.lifecycle.state is not ServicePhase.RUNNING:
+        await asyncio.sleep(0)
+    asked = time.monotonic()
+    service.shutdown()
+    await asyncio.wait_for(task, 10)
+    took = time.monotonic() - asked
+    assert took < 0.5 + CANCEL_GRACE_S + 0.5, took
+    assert service.close_cancelled
+    assert service.lifecycle.state is ServicePhase.STOPPED
+    assert "closing clients ignored its cancellation; left behind" in caplog.text
+    SwallowsCancellation.release.set()  # let the abandoned close end with the test
