@@ -50,7 +50,7 @@ _BASE_CONF = {
     # One open Parquet writer per planned file instead of sorting the flush by ``__hs_part``
     # first: the sort copies every row once more (measured: a third of a 1 KB-record flush's
     # CPU). Beyond this many files in one flush Spark sorts the rest (still one file per
-    # directory: tests/integration/test_spark_writer_files.py).
+    # directory: tests/integration/test_spark_writer.py).
     "spark.sql.optimizer.plannedWrite.enabled": "false",
     "spark.sql.maxConcurrentOutputFileWriters": "1000",
 }

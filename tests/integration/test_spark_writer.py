@@ -1,0 +1,108 @@
+"""The participant's Spark writer through a real SparkSession (one for the whole module):
+
+- ``table.parquet_codec`` (seed ``parquet.codec``): every value writes base files with that
+  Parquet codec, checked in each file's metadata with pyarrow and read back;
+- one Parquet file per planned file whatever the number of files (beyond Spark's concurrent
+  writers it sorts the rest, and still never writes two files in one directory), every row
+  in the file its ``__hs_part`` names;
+- dictionary encoding kept only where it pays."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from shared.config import SparkConfig
+from shared.fs import LocalFileSystem
+from shared.spark_writer import PART_COLUMN, PlannedFile, SparkWriter
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+EXPECTED = {"snappy": "SNAPPY", "zstd": "ZSTD", "gzip": "GZIP", "lz4": "LZ4",
+            "none": "UNCOMPRESSED"}
+"""pyarrow names Parquet's LZ4_RAW (what ``lz4`` writes) ``LZ4``."""
+
+SPARK = SparkConfig(master="local[1]", conf={"spark.driver.memory": "1g",
+                                             "spark.sql.maxConcurrentOutputFileWriters": "2"})
+"""Two concurrent writers only, so five files make Spark fall back to sorting."""
+FILES = 5
+ROWS = 600
+
+
+@pytest.fixture(scope="module")
+def writers() -> Iterator[dict[str, SparkWriter]]:
+    """One writer per codec; they share the process's SparkSession."""
+    fs = LocalFileSystem()
+    writers = {codec: SparkWriter(SPARK, fs, codec=codec) for codec in EXPECTED}
+    try:
+        yield writers
+    finally:
+        writers["snappy"].stop()
+
+
+def test_every_parquet_codec_writes_files_with_that_codec(
+    writers: dict[str, SparkWriter], tmp_path: Path
+) -> None:
+    table = pa.table({"id": [f"id-{i}" for i in range(200)],
+                      "amount": [float(i) for i in range(200)],
+                      PART_COLUMN: [i % 2 for i in range(200)]})
+    for codec, writer in writers.items():
+        staging = tmp_path / codec
+        staging.mkdir()
+        planned = [PlannedFile(index=i, file_id=f"f{i}", partition_path="",
+                               file_name=f"f{i}.parquet",
+                               staged_path=posixpath.join(str(staging), f"f{i}.parquet"))
+                   for i in range(2)]
+        written = writer.write(table, planned, str(staging))
+        assert [w.num_records for w in written] == [100, 100]
+        for file in written:
+            meta = pq.ParquetFile(file.planned.staged_path).metadata
+            codecs = {meta.row_group(g).column(c).compression
+                      for g in range(meta.num_row_groups) for c in range(meta.num_columns)}
+            assert codecs == {EXPECTED[codec]}, (codec, codecs)
+            assert pq.read_table(file.planned.staged_path).num_rows == 100
+
+
+def _planned(staging: Path, count: int) -> list[PlannedFile]:
+    return [PlannedFile(index=i, file_id=f"f{i}", partition_path=f"p{i}", file_name=f"f{i}.parquet",
+                        staged_path=posixpath.join(str(staging), f"p{i}", f"f{i}.parquet"))
+            for i in range(count)]
+
+
+def test_more_files_than_concurrent_writers_give_one_file_each_with_its_rows(
+    writers: dict[str, SparkWriter], tmp_path: Path
+) -> None:
+    writer = writers["snappy"]
+    index = [(i * 7) % FILES for i in range(ROWS)]  # interleaved, as a flush's rows are
+    table = pa.table({"id": [f"id-{i}" for i in range(ROWS)],
+                      "country": [f"c{i % FILES}" for i in index],
+                      PART_COLUMN: pa.array(index, pa.int32())})
+    written = writer.write(table, _planned(tmp_path, FILES), str(tmp_path))
+    assert [w.planned.index for w in written] == list(range(FILES))
+    for file in written:
+        ids = pq.read_table(file.planned.staged_path).column("id").to_pylist()
+        expected = [f"id-{i}" for i in range(ROWS) if index[i] == file.planned.index]
+        assert sorted(ids) == sorted(expected)
+        assert file.num_records == len(expected)
+    staged = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.parquet"))
+    assert staged == [f"p{i}/f{i}.parquet" for i in range(FILES)]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".spark-")]
+
+
+def test_dictionary_only_for_columns_that_repeat(
+    writers: dict[str, SparkWriter], tmp_path: Path
+) -> None:
+    writer = writers["snappy"]
+    table = pa.table({"id": [f"id-{i}" for i in range(ROWS)],
+                      "country": ["us", "de", "fr"] * (ROWS // 3),
+                      PART_COLUMN: pa.array([0] * ROWS, pa.int32())})
+    (file,) = writer.write(table, _planned(tmp_path, 1), str(tmp_path))
+    meta = pq.ParquetFile(file.planned.staged_path).metadata.row_group(0)
+    has_dictionary = {meta.column(c).path_in_schema: meta.column(c).has_dictionary_page
+                      for c in range(meta.num_columns)}
+    assert has_dictionary == {"id": False, "country": True}
