@@ -1,7 +1,8 @@
 """One flush: a buffer of decoded rows → Parquet base files in the instant's staging area.
 
 Spark runs in worker threads (never on the event loop), at most ``MAX_CONCURRENT_FLUSHES``
-at once. Each flush is retried with back-off, since its rows exist only in memory; the
+jobs at once; flushes that wait for one share the next (:mod:`.spark_jobs`). Each flush is
+retried with back-off, since its rows exist only in memory; the
 caller decides what a flush that failed for good means for the partition (it gives the
 instant up). The back-off is the process's retry policy (``shared.retry``: first wait
 ``service.retry_backoff_ms``, doubling; given up after ``FLUSH_ATTEMPTS`` attempts or
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.participant.flush_plan import FlushInput, name_flush, prepare_flush
+from services.participant.spark_jobs import SparkJobs
 from services.participant.transaction import PendingBuffer, TransactionParticipant
 from shared.config import SinkConfig
 from shared.faults import ENV as FAULTS_ENV
@@ -29,7 +31,6 @@ from shared.protocol import StagedFile
 from shared.retry import retrying
 from shared.schema import TableSchema
 from shared.spark_writer import SparkWriteError, SparkWriter, WrittenFile
-from shared.threads import in_daemon_thread
 
 __all__ = ["Flusher", "FlushResult", "MAX_CONCURRENT_FLUSHES", "FLUSH_ATTEMPTS"]
 
@@ -61,7 +62,8 @@ class Flusher:
         self._faults = faults
         self._writer_nonce = writer_nonce
         self._clock = clock
-        self._slots = asyncio.Semaphore(MAX_CONCURRENT_FLUSHES)
+        self._jobs = SparkJobs(writer, MAX_CONCURRENT_FLUSHES,
+                               max_job_bytes=2 * config.transaction.flush_bytes)
         self._flush_seq = 0
         """Flushes started by this process (fault injection counts them from 1)."""
 
@@ -136,10 +138,10 @@ class Flusher:
                 table, plans = name_flush(prepared, spec)
                 if self._faults.flush_fails(flush_seq):
                     raise SparkWriteError(f"injected failure of flush {flush_seq} ({FAULTS_ENV})")
-                async with self._slots:
-                    if self.refuses(state, buffer.instant):  # finished while we waited
-                        return None
-                    # A daemon thread: a SIGTERMed process does not wait for the job.
-                    written = await in_daemon_thread(self._writer.write, table, plans, staging)
+                # Refused when the instant ended while the flush waited for its job.
+                written = await self._jobs.write(
+                    table, plans, staging, lambda: not self.refuses(state, buffer.instant))
+                if written is None:
+                    return None
                 return written, self._clock() - started
         raise AssertionError("unreachable")

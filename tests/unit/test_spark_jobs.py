@@ -1,0 +1,122 @@
+"""SparkJobs: flushes waiting for a Spark slot share the next job, and each gets back exactly
+its own files. The writer is a stand-in that records what each job was given and answers as
+``SparkWriter.write`` does (one file per planned file with that index's rows); the real
+writer's side is in tests/integration/test_spark_writer.py."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from collections.abc import Callable
+
+import pyarrow as pa
+import pytest
+
+from services.participant.spark_jobs import SparkJobs
+from shared.spark_writer import PART_COLUMN, PlannedFile, SparkWriteError, WrittenFile
+
+
+class GatedWriter:
+    """Each job blocks (in its thread) until the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[list[str], list[int]]] = []
+        self.gate = threading.Event()
+        self.fail = False
+
+    def write(self, table: pa.Table, files: list[PlannedFile], work_dir: str) -> list[WrittenFile]:
+        self.jobs.append(([p.file_name for p in files], [p.index for p in files]))
+        self.gate.wait(10)
+        if self.fail:
+            raise SparkWriteError("injected")
+        counts = Counter(table.column(PART_COLUMN).to_pylist())
+        names = table.column("name").to_pylist()
+        for planned in files:  # every row sits in the file its index names
+            rows = [n for n, i in zip(names, table.column(PART_COLUMN).to_pylist(), strict=True)
+                    if i == planned.index]
+            assert all(n.startswith(planned.file_name) for n in rows), (planned, rows)
+        return [WrittenFile(p, counts[p.index], 100 + p.index) for p in files]
+
+
+def _flush(tag: str, files: int, rows_per_file: int = 3) -> tuple[pa.Table, list[PlannedFile]]:
+    plans = [PlannedFile(index=i, file_id=f"{tag}{i}", partition_path="", file_name=f"{tag}{i}",
+                         staged_path=f"/s/{tag}{i}") for i in range(files)]
+    index = [i for i in range(files) for _ in range(rows_per_file)]
+    table = pa.table({"name": [f"{tag}{i}/row" for i in index],
+                      PART_COLUMN: pa.array(index, pa.int32())})
+    return table, plans
+
+
+async def _until(condition: Callable[[], bool], what: str) -> None:
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(what)
+
+
+async def test_flushes_waiting_for_a_slot_share_one_job_and_get_their_own_files() -> None:
+    writer = GatedWriter()
+    jobs = SparkJobs(writer, slots=1, max_job_bytes=1 << 30)  # type: ignore[arg-type]
+    first = asyncio.create_task(jobs.write(*_flush("a", 2), "/w", lambda: True))
+    await _until(lambda: len(writer.jobs) == 1, "the first job")
+    waiting = [asyncio.create_task(jobs.write(*_flush(tag, n), "/w", lambda: True))
+               for tag, n in (("b", 1), ("c", 3))]
+    await asyncio.sleep(0.05)
+    assert len(writer.jobs) == 1  # one slot: b and c wait
+    writer.gate.set()
+    a_files = await first
+    b_files, c_files = await asyncio.gather(*waiting)
+    assert writer.jobs[1] == (["b0", "c0", "c1", "c2"], [0, 1, 2, 3])  # one job, shifted
+    assert [(f.planned.file_name, f.planned.index, f.num_records) for f in b_files] == [("b0", 0, 3)]
+    assert [(f.planned.file_name, f.planned.index) for f in c_files] == [
+        ("c0", 0), ("c1", 1), ("c2", 2)]
+    assert [f.size_bytes for f in c_files] == [101, 102, 103]
+    assert [f.planned.file_name for f in a_files] == ["a0", "a1"] and jobs.jobs_run == 2
+
+
+async def test_a_job_holds_at_most_max_job_bytes_unless_one_flush_is_larger() -> None:
+    writer = GatedWriter()
+    one = _flush("x", 1)[0].nbytes
+    jobs = SparkJobs(writer, slots=1, max_job_bytes=2 * one)  # type: ignore[arg-type]
+    tasks = [asyncio.create_task(jobs.write(*_flush(tag, 1), "/w", lambda: True))
+             for tag in "pqrst"]
+    writer.gate.set()
+    await asyncio.gather(*tasks)
+    assert [names for names, _ in writer.jobs] == [["p0"], ["q0", "r0"], ["s0", "t0"]]
+
+
+async def test_a_failed_job_fails_every_flush_in_it() -> None:
+    writer = GatedWriter()
+    writer.fail = True
+    jobs = SparkJobs(writer, slots=1, max_job_bytes=1 << 30)  # type: ignore[arg-type]
+    blocker = asyncio.create_task(jobs.write(*_flush("a", 1), "/w", lambda: True))
+    await _until(lambda: len(writer.jobs) == 1, "the first job")
+    both = [asyncio.create_task(jobs.write(*_flush(tag, 1), "/w", lambda: True)) for tag in "bc"]
+    writer.gate.set()
+    for task in [blocker, *both]:
+        with pytest.raises(SparkWriteError):
+            await task
+    assert len(writer.jobs) == 2
+
+
+async def test_a_flush_no_longer_wanted_is_refused_and_a_cancelled_one_withdrawn() -> None:
+    writer = GatedWriter()
+    jobs = SparkJobs(writer, slots=1, max_job_bytes=1 << 30)  # type: ignore[arg-type]
+    blocker = asyncio.create_task(jobs.write(*_flush("a", 1), "/w", lambda: True))
+    await _until(lambda: len(writer.jobs) == 1, "the first job")
+    wanted = {"b": True}
+    refused = asyncio.create_task(jobs.write(*_flush("b", 1), "/w", lambda: wanted["b"]))
+    withdrawn = asyncio.create_task(jobs.write(*_flush("c", 1), "/w", lambda: True))
+    kept = asyncio.create_task(jobs.write(*_flush("d", 1), "/w", lambda: True))
+    await asyncio.sleep(0.05)
+    wanted["b"] = False  # its instant ended while it waited
+    withdrawn.cancel()
+    writer.gate.set()
+    await blocker
+    assert await refused is None
+    with pytest.raises(asyncio.CancelledError):
+        await withdrawn
+    assert [f.planned.file_name for f in await kept] == ["d0"]
+    assert [names for names, _ in writer.jobs] == [["a0"], ["d0"]]
