@@ -177,7 +177,9 @@ class SparkWriter:
             writer = session.createDataFrame(table).coalesce(1).write.partitionBy(PART_COLUMN)
             for column in mostly_distinct_columns(table):
                 writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
-            writer.option("compression", self._codec).parquet(scratch)
+            # One file per directory whatever the session says (a user's or a Connect
+            # server's spark.sql.files.maxRecordsPerFile would split them).
+            writer.option("compression", self._codec).option("maxRecordsPerFile", 0).parquet(scratch)
         except Exception as exc:  # noqa: BLE001 - py4j/grpc raise many types; all mean "failed"
             self._fs.delete_tree(scratch)
             self._discard_session()

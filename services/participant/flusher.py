@@ -63,7 +63,7 @@ class Flusher:
         self._writer_nonce = writer_nonce
         self._clock = clock
         self._jobs = SparkJobs(writer, MAX_CONCURRENT_FLUSHES,
-                               max_job_bytes=2 * config.transaction.flush_bytes)
+                               max_job_bytes=config.transaction.flush_bytes)
         self._flush_seq = 0
         """Flushes started by this process (fault injection counts them from 1)."""
 

@@ -8,11 +8,13 @@ several partitions wait for a slot, one job now writes them all: their tables ar
 concatenated with their ``__hs_part`` indices shifted apart, so every planned file is still
 its own directory in the job's output, and each flush gets back exactly its own files.
 
-Nothing changes for exactly-once: a job that fails fails every flush in it, and each flush
-retries on its own with fresh file names (``Flusher``); a flush whose instant ended while it
-waited is refused before its job starts (``still_wanted``), as it was before it took a slot.
-A job holds at most ``max_job_bytes`` of Arrow data (a single larger flush runs alone), so
-the driver's heap needs stay what two flushes needed.
+Nothing changes for exactly-once: a job of several flushes that fails puts each of them
+back to run alone, so only a flush that fails by itself fails (and then retries on its own
+with fresh file names, ``Flusher``): one bad flush cannot take healthy partitions down with
+it. A flush whose instant ended while it waited is refused when its job starts
+(``still_wanted``), as it was when it took a slot. Only flushes of one staging directory (one
+instant) share a job, and a job holds at most ``max_job_bytes`` of Arrow data (a larger
+flush runs alone), so with two slots the driver's heap holds what two flushes did before.
 """
 
 from __future__ import annotations
@@ -25,19 +27,21 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shared.spark_writer import PART_COLUMN, PlannedFile, SparkWriter, WrittenFile
+from shared.spark_writer import PART_COLUMN, PlannedFile, SparkWriteError, SparkWriter, WrittenFile
 from shared.threads import in_daemon_thread
 
 __all__ = ["SparkJobs"]
 
 
-@dataclass
+@dataclass(eq=False)
 class _Request:
     table: pa.Table
     plans: list[PlannedFile]
     work_dir: str
     still_wanted: Callable[[], bool]
     done: asyncio.Future[list[WrittenFile] | None] = field(repr=False)
+    alone: bool = False
+    """Its shared job failed: it runs by itself, so its own outcome is known."""
 
 
 class SparkJobs:
@@ -80,7 +84,8 @@ class SparkJobs:
             task.add_done_callback(self._job_done)
 
     def _take_batch(self) -> list[_Request]:
-        """The waiting flushes that still matter, oldest first, up to ``max_job_bytes``."""
+        """The waiting flushes that still matter, oldest first: of one staging directory, up
+        to ``max_job_bytes``; a flush whose shared job failed goes alone."""
         batch: list[_Request] = []
         size = 0
         while self._waiting:
@@ -89,11 +94,13 @@ class SparkJobs:
                 self._waiting.pop(0)
                 request.done.set_result(None)
                 continue
-            nbytes = request.table.nbytes
-            if batch and size + nbytes > self._max_job_bytes:
+            if batch and (request.alone or request.work_dir != batch[0].work_dir
+                          or size + request.table.nbytes > self._max_job_bytes):
                 break
             batch.append(self._waiting.pop(0))
-            size += nbytes
+            size += request.table.nbytes
+            if request.alone:
+                break
         return batch
 
     def _job_done(self, task: asyncio.Task[None]) -> None:
@@ -102,22 +109,42 @@ class SparkJobs:
             self._dispatch()
 
     async def _run(self, batch: list[_Request]) -> None:
-        table, plans = _combine(batch)
-        self.jobs_run += 1
         try:
+            batch = self._refuse_unwanted(batch)  # checked again as the job starts
+            if not batch:
+                return
+            table, plans = _combine(batch)
+            self.jobs_run += 1
             written = await in_daemon_thread(self._writer.write, table, plans, batch[0].work_dir)
+            for request, files in zip(batch, _split(batch, written), strict=True):
+                if not request.done.done():
+                    request.done.set_result(files)
         except asyncio.CancelledError:  # the service is stopping: so are its flushes
             for request in batch:
                 request.done.cancel()
             raise
-        except Exception as exc:  # noqa: BLE001 - every flush of the job failed alike
-            for request in batch:
-                if not request.done.done():
-                    request.done.set_exception(exc)
+        except BaseException as exc:  # noqa: BLE001 - every flush is told, none waits forever
+            self._failed(batch, exc)
+
+    def _refuse_unwanted(self, batch: list[_Request]) -> list[_Request]:
+        wanted = []
+        for request in batch:
+            if request.still_wanted():
+                wanted.append(request)
+            elif not request.done.done():
+                request.done.set_result(None)
+        return wanted
+
+    def _failed(self, batch: list[_Request], exc: BaseException) -> None:
+        """A flush that failed alone fails; flushes that failed together try again alone,
+        ahead of the others (``_job_done`` dispatches them)."""
+        if len(batch) == 1:
+            if not batch[0].done.done():
+                batch[0].done.set_exception(exc)
             return
-        for request, files in zip(batch, _split(batch, written), strict=True):
-            if not request.done.done():
-                request.done.set_result(files)
+        for request in batch:
+            request.alone = True
+        self._waiting[:0] = [request for request in batch if not request.done.done()]
 
 
 def _combine(batch: list[_Request]) -> tuple[pa.Table, list[PlannedFile]]:
@@ -137,12 +164,15 @@ def _combine(batch: list[_Request]) -> tuple[pa.Table, list[PlannedFile]]:
 
 
 def _split(batch: list[_Request], written: list[WrittenFile]) -> list[list[WrittenFile]]:
-    """Each flush's own files back, with its own (unshifted) plans."""
+    """Each flush's own files back, with its own (unshifted) plans. A planned file the job
+    did not write would leave rows whose offsets are reported in no file: refused."""
     by_index = {file.planned.index: file for file in written}
     result, shift = [], 0
     for request in batch:
-        files = [dataclasses.replace(by_index[plan.index + shift], planned=plan)
-                 for plan in request.plans if plan.index + shift in by_index]
-        result.append(files)
+        missing = [plan.file_name for plan in request.plans if plan.index + shift not in by_index]
+        if missing:
+            raise SparkWriteError(f"the Spark job wrote no file for {missing}")
+        result.append([dataclasses.replace(by_index[plan.index + shift], planned=plan)
+                       for plan in request.plans])
         shift += len(request.plans)
     return result

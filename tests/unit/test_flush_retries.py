@@ -18,21 +18,22 @@ from shared.faults import Faults
 from shared.fs import LocalFileSystem
 from shared.hudi.table import HudiTable
 from shared.metrics import Metrics
-from shared.spark_writer import SparkWriteError, WrittenFile
+from shared.spark_writer import PlannedFile, SparkWriteError, WrittenFile
 
 
 class FlakyWriter:
-    """Fails the first ``failures`` writes (a Spark driver rebuilding), then writes nothing."""
+    """Fails the first ``failures`` writes (a Spark driver rebuilding), then answers as the
+    real writer does: one file per planned file (nothing is written to disk)."""
 
     def __init__(self, failures: int) -> None:
         self.failures = failures
         self.calls: list[float] = []
 
-    def write(self, table: Any, files: Any, work_dir: str) -> list[WrittenFile]:
+    def write(self, table: Any, files: list[PlannedFile], work_dir: str) -> list[WrittenFile]:
         self.calls.append(time.monotonic())
         if len(self.calls) <= self.failures:
             raise SparkWriteError("driver lost")
-        return []
+        return [WrittenFile(planned, table.num_rows, 1) for planned in files]
 
 
 class Rec:
@@ -70,7 +71,7 @@ def _failures_counted(metrics: Metrics) -> float:
 
 def test_flush_waits_retry_backoff_doubling_and_succeeds(tmp_path: Path) -> None:
     result, writer, metrics = _flush(tmp_path, 2, retry_backoff_ms=100)
-    assert result.failure is None and result.files == []
+    assert result.failure is None and [f.num_records for f in result.files] == [2]
     waits = [b - a for a, b in zip(writer.calls, writer.calls[1:], strict=False)]
     assert len(writer.calls) == 3
     assert 0.09 < waits[0] < 0.3 and 0.19 < waits[1] < 0.45, waits

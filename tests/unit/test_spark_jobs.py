@@ -23,12 +23,13 @@ class GatedWriter:
     def __init__(self) -> None:
         self.jobs: list[tuple[list[str], list[int]]] = []
         self.gate = threading.Event()
-        self.fail = False
+        self.poison: set[str] = set()
+        """A job holding one of these files fails (bad data, an out-of-memory batch)."""
 
     def write(self, table: pa.Table, files: list[PlannedFile], work_dir: str) -> list[WrittenFile]:
         self.jobs.append(([p.file_name for p in files], [p.index for p in files]))
         self.gate.wait(10)
-        if self.fail:
+        if self.poison & {p.file_name for p in files}:
             raise SparkWriteError("injected")
         counts = Counter(table.column(PART_COLUMN).to_pylist())
         names = table.column("name").to_pylist()
@@ -87,18 +88,39 @@ async def test_a_job_holds_at_most_max_job_bytes_unless_one_flush_is_larger() ->
     assert [names for names, _ in writer.jobs] == [["p0"], ["q0", "r0"], ["s0", "t0"]]
 
 
-async def test_a_failed_job_fails_every_flush_in_it() -> None:
+async def test_a_failed_shared_job_retries_each_flush_alone_so_only_the_bad_one_fails() -> None:
+    """One bad flush must not make the healthy partitions batched with it give up."""
     writer = GatedWriter()
-    writer.fail = True
+    writer.poison = {"p0"}
     jobs = SparkJobs(writer, slots=1, max_job_bytes=1 << 30)  # type: ignore[arg-type]
     blocker = asyncio.create_task(jobs.write(*_flush("a", 1), "/w", lambda: True))
     await _until(lambda: len(writer.jobs) == 1, "the first job")
-    both = [asyncio.create_task(jobs.write(*_flush(tag, 1), "/w", lambda: True)) for tag in "bc"]
+    tasks = {tag: asyncio.create_task(jobs.write(*_flush(tag, 1), "/w", lambda: True))
+             for tag in "bpc"}
+    later = asyncio.create_task(jobs.write(*_flush("d", 1), "/w", lambda: True))
+    await asyncio.sleep(0.05)
     writer.gate.set()
-    for task in [blocker, *both]:
-        with pytest.raises(SparkWriteError):
-            await task
-    assert len(writer.jobs) == 2
+    await blocker
+    with pytest.raises(SparkWriteError):
+        await tasks["p"]
+    assert [f.planned.file_name for f in await tasks["b"]] == ["b0"]
+    assert [f.planned.file_name for f in await tasks["c"]] == ["c0"]
+    assert [f.planned.file_name for f in await later] == ["d0"]
+    assert [names for names, _ in writer.jobs] == [
+        ["a0"], ["b0", "p0", "c0", "d0"], ["b0"], ["p0"], ["c0"], ["d0"]]
+
+
+async def test_only_flushes_of_one_staging_directory_share_a_job() -> None:
+    writer = GatedWriter()
+    jobs = SparkJobs(writer, slots=1, max_job_bytes=1 << 30)  # type: ignore[arg-type]
+    blocker = asyncio.create_task(jobs.write(*_flush("a", 1), "/t1", lambda: True))
+    await _until(lambda: len(writer.jobs) == 1, "the first job")
+    tasks = [asyncio.create_task(jobs.write(*_flush(tag, 1), work_dir, lambda: True))
+             for tag, work_dir in (("b", "/t1"), ("c", "/t1"), ("d", "/t2"), ("e", "/t2"))]
+    await asyncio.sleep(0.05)
+    writer.gate.set()
+    await asyncio.gather(blocker, *tasks)
+    assert [names for names, _ in writer.jobs] == [["a0"], ["b0", "c0"], ["d0", "e0"]]
 
 
 async def test_a_flush_no_longer_wanted_is_refused_and_a_cancelled_one_withdrawn() -> None:
@@ -120,3 +142,18 @@ async def test_a_flush_no_longer_wanted_is_refused_and_a_cancelled_one_withdrawn
         await withdrawn
     assert [f.planned.file_name for f in await kept] == ["d0"]
     assert [names for names, _ in writer.jobs] == [["a0"], ["d0"]]
+
+
+async def test_a_planned_file_the_job_did_not_write_fails_the_flush() -> None:
+    """Its rows' offsets would be reported with no file holding them."""
+
+    class ForgetfulWriter(GatedWriter):
+        def write(self, table: pa.Table, files: list[PlannedFile],
+                  work_dir: str) -> list[WrittenFile]:
+            return super().write(table, files, work_dir)[:-1]
+
+    writer = ForgetfulWriter()
+    writer.gate.set()
+    jobs = SparkJobs(writer, slots=1, max_job_bytes=1 << 30)  # type: ignore[arg-type]
+    with pytest.raises(SparkWriteError, match="no file for"):
+        await jobs.write(*_flush("a", 2), "/w", lambda: True)
