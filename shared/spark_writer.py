@@ -107,6 +107,10 @@ class SparkWriter:
         from pyspark.sql import SparkSession
 
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # The JVM (a child: it inherits this) otherwise keeps a malloc arena per thread:
+        # measured on the bench, a participant's peak RSS 2,160-2,200 -> 1,965-1,995 MB, with
+        # throughput within the run-to-run spread. An operator's own value wins.
+        os.environ.setdefault("MALLOC_ARENA_MAX", "2")
         builder: Any = SparkSession.builder.appName("hudi-sink-participant")
         if self.is_connect:
             builder = builder.remote(self._config.master)

@@ -106,3 +106,16 @@ def test_dictionary_only_for_columns_that_repeat(
     has_dictionary = {meta.column(c).path_in_schema: meta.column(c).has_dictionary_page
                       for c in range(meta.num_columns)}
     assert has_dictionary == {"id": False, "country": True}
+
+
+def test_the_spark_jvm_runs_with_few_malloc_arenas(writers: dict[str, SparkWriter]) -> None:
+    """Peak RSS: the JVM gets MALLOC_ARENA_MAX=2 unless the operator set a value."""
+    import os
+
+    import psutil
+
+    writers["snappy"].start()
+    jvms = [child for child in psutil.Process().children(recursive=True) if child.name() == "java"]
+    assert jvms, "no Spark JVM below this process"
+    expected = os.environ.get("MALLOC_ARENA_MAX", "2")
+    assert {jvm.environ().get("MALLOC_ARENA_MAX") for jvm in jvms} == {expected}
