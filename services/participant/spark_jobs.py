@@ -90,9 +90,8 @@ class SparkJobs:
         size = 0
         while self._waiting:
             request = self._waiting[0]
-            if not request.still_wanted():
+            if _refused(request):
                 self._waiting.pop(0)
-                request.done.set_result(None)
                 continue
             if batch and (request.alone or request.work_dir != batch[0].work_dir
                           or size + request.table.nbytes > self._max_job_bytes):
@@ -110,7 +109,7 @@ class SparkJobs:
 
     async def _run(self, batch: list[_Request]) -> None:
         try:
-            batch = self._refuse_unwanted(batch)  # checked again as the job starts
+            batch = [request for request in batch if not _refused(request)]  # again, at start
             if not batch:
                 return
             table, plans = _combine(batch)
@@ -126,15 +125,6 @@ class SparkJobs:
         except BaseException as exc:  # noqa: BLE001 - every flush is told, none waits forever
             self._failed(batch, exc)
 
-    def _refuse_unwanted(self, batch: list[_Request]) -> list[_Request]:
-        wanted = []
-        for request in batch:
-            if request.still_wanted():
-                wanted.append(request)
-            elif not request.done.done():
-                request.done.set_result(None)
-        return wanted
-
     def _failed(self, batch: list[_Request], exc: BaseException) -> None:
         """A flush that failed alone fails; flushes that failed together try again alone,
         ahead of the others (``_job_done`` dispatches them)."""
@@ -145,6 +135,15 @@ class SparkJobs:
         for request in batch:
             request.alone = True
         self._waiting[:0] = [request for request in batch if not request.done.done()]
+
+
+def _refused(request: _Request) -> bool:
+    """A flush no longer wanted (its instant ended while it waited) is answered None."""
+    if request.still_wanted():
+        return False
+    if not request.done.done():
+        request.done.set_result(None)
+    return True
 
 
 def _combine(batch: list[_Request]) -> tuple[pa.Table, list[PlannedFile]]:

@@ -144,7 +144,7 @@ class TransactionParticipant:
         self.phase_machine.transition_to(PartitionPhase.WRITING, f"start {instant} @ {offset}")
         self.instant, self.epoch = instant, epoch
         self.start_offset = self.next_offset = offset
-        self.rows, self.offsets, self.buffered_bytes = [], [], 0
+        self._empty_buffer()
         self.flush_no = 0
         self.staged = []
         self.dead_letters = []
@@ -205,6 +205,9 @@ class TransactionParticipant:
                 self.counters.dlq += 1
             self.next_offset = offset + 1
 
+    def _empty_buffer(self) -> None:
+        self.rows, self.offsets, self.buffered_bytes = [], [], 0
+
     def take_dead_letters(self) -> list[DeadLetter]:
         """Dead letters decoded since the last call (sent at once, not held until END)."""
         letters, self.dead_letters = self.dead_letters, []
@@ -214,7 +217,7 @@ class TransactionParticipant:
         if not self.rows or self.instant is None or self.gave_up is not None:
             return None
         taken = PendingBuffer(self.rows, self.offsets, self.flush_no, self.instant)
-        self.rows, self.offsets, self.buffered_bytes = [], [], 0
+        self._empty_buffer()
         self.flush_no += 1
         return taken
 
@@ -235,7 +238,7 @@ class TransactionParticipant:
         if self.gave_up is None:
             self.gave_up = reason
             self.failure = reason
-        self.rows, self.offsets, self.buffered_bytes = [], [], 0
+        self._empty_buffer()
         if self.phase in (PartitionPhase.WRITING, PartitionPhase.DRAINING):
             self.phase_machine.transition_to(PartitionPhase.FAILED, reason)
         return True
