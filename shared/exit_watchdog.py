@@ -46,10 +46,18 @@ class ExitWatchdog:
         self._code = code
 
     def arm(self, why: str) -> None:
-        with self._lock:
+        # Never wait for the lock: a signal handler runs in the main thread between two
+        # bytecodes, possibly inside this very block (a second SIGTERM, or a signal during
+        # the service's own ``arm``), and waiting there would freeze the process for good.
+        # Whoever holds the lock is arming already.
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
             if self._why is not None:
                 return
             self._why = why
+        finally:
+            self._lock.release()
         timer = threading.Timer(self._deadline_s, self._fire)
         timer.name = f"{self._name}-exit-watchdog"
         timer.daemon = True

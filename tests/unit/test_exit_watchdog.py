@@ -106,6 +106,27 @@ def test_the_watchdog_fires_once_after_its_deadline_with_the_settled_code(
     assert "svc did not exit within 0.2 s of SIGTERM" in caplog.text
 
 
+@pytest.mark.timeout(20)
+def test_a_signal_arriving_while_the_watchdog_arms_does_not_freeze_the_main_thread() -> None:
+    """A SIGTERM handler runs in the main thread, possibly while that thread is inside
+    ``arm`` (the service returned, or a first signal's handler): it must return at once,
+    and the arming under way still starts the timer."""
+    exits: list[int] = []
+    watchdog = ExitWatchdog("nested", 0.1, force_exit=exits.append)
+    previous = signal.signal(signal.SIGUSR1, lambda *_: watchdog.arm("SIGUSR1"))
+    try:
+        with watchdog._lock:  # the main thread is inside arm when the signal comes
+            signal.raise_signal(signal.SIGUSR1)
+        assert not watchdog.armed  # the nested call stepped aside
+        watchdog.arm("the service's return")
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    deadline = time.monotonic() + 5
+    while not exits and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert exits == [1]
+
+
 async def test_a_daemon_thread_call_returns_its_result_or_raises() -> None:
     assert await in_daemon_thread(sum, [1, 2, 3]) == 6
     with pytest.raises(ZeroDivisionError):
