@@ -124,6 +124,7 @@ async def _measure(opts: BenchOptions, work: Path) -> dict[str, Any]:
                 "committed_records": outcome.committed_records,
                 "commit_latencies_s": outcome.commit_latencies_s,
                 "peak_rss_mb": outcome.peak_rss_mb, "hwm_rss_mb": outcome.hwm_rss_mb,
+                "hwm_python_jvm_mb": outcome.hwm_split_mb,
                 "participant_cpu_s": outcome.cpu_seconds,
                 **_cpu_per_record(outcome, opts.records),
             }

@@ -66,6 +66,8 @@ class SinkResult:
     """Per participant: the highest sampled RSS of its process tree."""
     hwm_rss_mb: list[float] = field(default_factory=list)
     """Per participant: the sum of each of its processes' own peak (VmHWM), an upper bound."""
+    hwm_split_mb: list[tuple[float, float]] = field(default_factory=list)
+    """Per participant: (Python's VmHWM, the JVM's): which side a peak comes from."""
     cpu_seconds: float = 0.0
     """CPU the participants used from the coordinator's start to the final commit: unlike
     wall time, barely moved by other load on the machine."""
@@ -79,6 +81,14 @@ class SinkResult:
     @property
     def rps(self) -> float:
         return self.records / self.seconds if self.seconds > 0 else 0.0
+
+
+def _vm_hwm_mb(pid: int) -> float:
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
 class _Process:
@@ -110,16 +120,14 @@ class _Process:
         """User + system CPU of the process tree so far (Python and the Spark JVM)."""
         return tree_cpu_seconds(self.popen.pid)
 
-    def hwm_rss(self) -> float:
-        total = 0.0
+    def hwm_rss(self) -> tuple[float, float]:
+        """Peak RSS (VmHWM) of the Python process and the sum over its children (the JVM)."""
+        python = children = 0.0
         with contextlib.suppress(psutil.Error):
             root = psutil.Process(self.popen.pid)
-            for proc in [root, *root.children(recursive=True)]:
-                with contextlib.suppress(OSError, psutil.Error):
-                    for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
-                        if line.startswith("VmHWM:"):
-                            total += int(line.split()[1]) / 1024
-        return total
+            python = _vm_hwm_mb(root.pid)
+            children = sum(_vm_hwm_mb(child.pid) for child in root.children(recursive=True))
+        return python, children
 
     def stop(self) -> None:
         if self.popen.poll() is None:
@@ -219,7 +227,8 @@ class SinkRun:
                      if at >= started and t <= final and self._commit_file(t).exists()]
         return steady_result(load, sent, commits, latencies)
 
-    def _result(self, final: str, committed: int, procs: list[_Process], hwm: list[float],
+    def _result(self, final: str, committed: int, procs: list[_Process],
+                hwm: list[tuple[float, float]],
                 cpu: tuple[float, float, float], steady: SteadyResult | None) -> SinkResult:
         """``cpu``: the participants', the coordinator's and the broker's CPU seconds."""
         first_start = min(self.starts.values())
@@ -234,7 +243,8 @@ class SinkRun:
             commits=len([t for t in self.starts if t <= final and self._commit_file(t).exists()]),
             commit_latencies_s=[round(x, 3) for x in latencies],
             peak_rss_mb=[round(p.peak_rss, 1) for p in procs if p.role == "participant"],
-            hwm_rss_mb=[round(x, 1) for x in hwm],
+            hwm_rss_mb=[round(sum(x), 1) for x in hwm],
+            hwm_split_mb=[(round(x[0], 1), round(x[1], 1)) for x in hwm],
             cpu_seconds=round(cpu[0], 2),
             coordinator_cpu_seconds=round(cpu[1], 2),
             broker_cpu_seconds=round(cpu[2], 2),

@@ -108,8 +108,10 @@ def test_dictionary_only_for_columns_that_repeat(
     assert has_dictionary == {"id": False, "country": True}
 
 
-def test_the_spark_jvm_runs_with_few_malloc_arenas(writers: dict[str, SparkWriter]) -> None:
-    """Peak RSS: the JVM gets MALLOC_ARENA_MAX=2 unless the operator set a value."""
+def test_the_spark_jvm_runs_with_few_malloc_arenas_and_the_serial_collector(
+        writers: dict[str, SparkWriter]) -> None:
+    """Peak RSS and CPU: the JVM gets MALLOC_ARENA_MAX=2 unless the operator set a value, and
+    the serial garbage collector unless ``spark.driver.extraJavaOptions`` is set."""
     import os
 
     import psutil
@@ -119,3 +121,4 @@ def test_the_spark_jvm_runs_with_few_malloc_arenas(writers: dict[str, SparkWrite
     assert jvms, "no Spark JVM below this process"
     expected = os.environ.get("MALLOC_ARENA_MAX", "2")
     assert {jvm.environ().get("MALLOC_ARENA_MAX") for jvm in jvms} == {expected}
+    assert all("-XX:+UseSerialGC" in jvm.cmdline() for jvm in jvms), [j.cmdline() for j in jvms]
