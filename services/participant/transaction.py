@@ -59,7 +59,7 @@ class TransactionParticipant:
     decoder: RecordDecoder
     flush_records: int
     fail_on_error: bool
-    flush_bytes: int = 32 << 20
+    flush_bytes: int = 24 << 20
     """A flush starts at ``flush_records`` rows or this many value bytes, whichever is first."""
     clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
     """Monotonic seconds for ``last_signal_at`` (the service's clock, injectable in tests)."""
