@@ -102,18 +102,29 @@ class _Process:
         self.popen = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT,
                                       env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
         self.peak_rss = 0.0
+        self._children_seen: set[tuple[int, float]] = set()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def sample_rss(self) -> None:
+        """Adds this moment's RSS of the process tree to the peak. A child counts only from
+        its second sample on: Hadoop's local file system runs shell commands, and a child
+        caught between ``vfork`` and ``exec`` reports the whole JVM's memory as its own (a
+        1.2M-record run once read 3,317 MB for a 2,046 MB tree). Such children live for
+        milliseconds; the JVM lives for the run."""
         with contextlib.suppress(psutil.Error):
             root = psutil.Process(self.popen.pid)
             total = root.memory_info().rss
+            seen: set[tuple[int, float]] = set()
             for child in root.children(recursive=True):
                 with contextlib.suppress(psutil.Error):
-                    total += child.memory_info().rss
+                    identity = (child.pid, child.create_time())
+                    seen.add(identity)
+                    if identity in self._children_seen:
+                        total += child.memory_info().rss
+            self._children_seen = seen
             self.peak_rss = max(self.peak_rss, total / 2**20)
 
     def cpu_seconds(self) -> float:
