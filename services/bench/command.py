@@ -32,6 +32,7 @@ from services.bench.report import (
     percentile,
     targets,
     tree_cpu_seconds,
+    usable_cpus,
 )
 from services.bench.sink_run import SinkResult, SinkRun
 from services.bench.steady import SteadyLoad
@@ -157,7 +158,7 @@ def _cpu_per_record(outcome: SinkResult, records: int) -> dict[str, float]:
     total = sum(per.values())
     return {**{f"{name}_cpu_us_per_record": value for name, value in per.items()},
             "all_cpu_us_per_record": round(total, 1),
-            "cpu_bound_rps": round((os.cpu_count() or 1) * 1e6 / total) if total > 0 else 0}
+            "cpu_bound_rps": round(usable_cpus() * 1e6 / total) if total > 0 else 0}
 
 
 def _latencies(result: dict[str, Any], runs: list[SinkResult]) -> None:

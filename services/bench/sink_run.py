@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import IO, Any
 
 import httpx
-import orjson
 import psutil
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as KafkaTopicPartition
@@ -43,9 +42,9 @@ from services.bench.steady import (
     produce_steady,
     steady_result,
 )
+from services.bench.timeline import TimelineWatcher
 from shared.broker import free_port
 from shared.config import KafkaConfig
-from shared.hudi.offsets import offsets_from_metadata
 from shared.kafka import consumer_options
 from shared.protocol import MessageType, decode
 
@@ -132,12 +131,14 @@ class _Process:
         return tree_cpu_seconds(self.popen.pid)
 
     def hwm_rss(self) -> tuple[float, float]:
-        """Peak RSS (VmHWM) of the Python process and the sum over its children (the JVM)."""
+        """Peak RSS (VmHWM) of the Python process and the sum over its children (the JVM),
+        the same children as ``sample_rss`` counts (not one caught inside vfork)."""
         python = children = 0.0
         with contextlib.suppress(psutil.Error):
             root = psutil.Process(self.popen.pid)
             python = _vm_hwm_mb(root.pid)
-            children = sum(_vm_hwm_mb(child.pid) for child in root.children(recursive=True))
+            children = sum(_vm_hwm_mb(child.pid) for child in root.children(recursive=True)
+                           if (child.pid, child.create_time()) in self._children_seen)
         return python, children
 
     def stop(self) -> None:
@@ -181,6 +182,8 @@ class SinkRun:
                                   flush_records=flush_records, spark_conf=spark_conf)
         self.starts: dict[str, float] = {}
         self.ends: dict[str, float] = {}
+        self.timeline = TimelineWatcher(self.base_path, topics)
+        self._watcher: asyncio.Task[None] | None = None
 
     async def run(self) -> SinkResult:
         procs: list[_Process] = []
@@ -198,6 +201,7 @@ class SinkRun:
             for proc in procs:  # the run's peak: not Spark's launcher JVM at start-up
                 proc.peak_rss = 0.0
             tail = asyncio.create_task(self._tail_control())
+            self._watcher = asyncio.create_task(self.timeline.run())
             cpu_before = sum(p.cpu_seconds() for p in procs)
             broker_before = tree_cpu_seconds(self.broker_pid)
             coordinator = _Process("coordinator", self.config, self.work / f"{self.name}-c.log")
@@ -213,7 +217,7 @@ class SinkRun:
             if self.steady is not None:
                 steady = await self._steady_phase(procs, self.steady)
         finally:
-            for task in (sampler, tail):
+            for task in (sampler, tail, self._watcher):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
@@ -224,18 +228,17 @@ class SinkRun:
         return self._result(final, committed, procs, hwm, (cpu, *others), steady)
 
     async def _steady_phase(self, procs: list[_Process], load: SteadyLoad) -> SteadyResult:
-        """Records at ``load.rps`` into the second topic while the caught-up sink runs."""
+        """Records at ``load.rps`` into the second topic while the caught-up sink runs.
+        Commit latency counts the instants that made some of them visible (not the empty
+        ones before the first record arrived, which commit at once)."""
         started = time.time()
         sent = await produce_steady(self.bootstrap, self.steady_topic, load, self.record_bytes)
         final = await self._wait_commit_covering(procs, self.steady_topic, sent.end_offsets)
         await asyncio.sleep(0.5)  # let the tail see the last END_COMMIT
-        commits = []
-        for path in sorted((self.base_path / ".hoodie").glob("*.commit")):
-            extra = orjson.loads(path.read_bytes()).get("extraMetadata") or {}
-            offsets = offsets_from_metadata(extra, [self.steady_topic])
-            commits.append((path.stat().st_mtime, {p: o for (_, p), o in offsets.items()}))
+        commits = [(c.mtime, c.offsets[self.steady_topic]) for c in self.timeline.commits]
+        carrying = self.timeline.advancing(self.steady_topic)
         latencies = [self._commit_mtime(t) - at for t, at in sorted(self.ends.items())
-                     if at >= started and t <= final and self._commit_file(t).exists()]
+                     if at >= started and t <= final and t in carrying]
         return steady_result(load, sent, commits, latencies)
 
     def _result(self, final: str, committed: int, procs: list[_Process],
@@ -245,13 +248,13 @@ class SinkRun:
         first_start = min(self.starts.values())
         end = self._commit_mtime(final)
         latencies = [self._commit_mtime(t) - at for t, at in sorted(self.ends.items())
-                     if t <= final and self._commit_file(t).exists()]
+                     if t <= final and self.timeline.get(t) is not None]
         return SinkResult(
             participants=self.participants,
             records=self.produced.records,
             seconds=end - first_start,
             committed_records=committed,
-            commits=len([t for t in self.starts if t <= final and self._commit_file(t).exists()]),
+            commits=len([c for c in self.timeline.commits if c.instant <= final]),
             commit_latencies_s=[round(x, 3) for x in latencies],
             peak_rss_mb=[round(p.peak_rss, 1) for p in procs if p.role == "participant"],
             hwm_rss_mb=[round(sum(x), 1) for x in hwm],
@@ -262,11 +265,11 @@ class SinkRun:
             steady=steady,
         )
 
-    def _commit_file(self, instant: str) -> Path:
-        return self.base_path / ".hoodie" / f"{instant}.commit"
-
     def _commit_mtime(self, instant: str) -> float:
-        return self._commit_file(instant).stat().st_mtime
+        seen = self.timeline.get(instant)
+        if seen is None:
+            raise RuntimeError(f"{self.name}: commit {instant} was never seen on the timeline")
+        return seen.mtime
 
     async def _sample(self, procs: list[_Process]) -> None:
         while True:
@@ -322,21 +325,16 @@ class SinkRun:
                                     end_offsets: dict[int, int]) -> str:
         """The first commit whose offsets reach ``end_offsets`` in every partition of ``topic``."""
         deadline = time.monotonic() + self.timeout_s
-        timeline = self.base_path / ".hoodie"
-        checked: set[str] = set()
         while time.monotonic() < deadline:
             for proc in procs:
                 if proc.popen.poll() is not None:
                     raise RuntimeError(f"{proc.role} exited with {proc.popen.returncode}:\n{proc.tail()}")
-            for path in sorted(timeline.glob("*.commit")):
-                instant = path.name.removesuffix(".commit")
-                if instant in checked:
-                    continue
-                checked.add(instant)
-                extra = orjson.loads(path.read_bytes()).get("extraMetadata") or {}
-                offsets = offsets_from_metadata(extra, [topic])
-                if all(offsets.get((topic, p), 0) >= end for p, end in end_offsets.items()):
-                    return instant
+            if self._watcher is not None and self._watcher.done():
+                self._watcher.result()  # its error, if it failed
+                raise RuntimeError(f"{self.name}: the timeline watcher stopped")
+            covering = self.timeline.covering(topic, end_offsets)
+            if covering is not None:
+                return covering.instant
             await asyncio.sleep(0.1)
         raise RuntimeError(f"{self.name}: not every record committed within {self.timeout_s} s")
 

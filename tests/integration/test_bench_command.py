@@ -43,6 +43,7 @@ def test_bench_writes_every_key_with_sane_values(tmp_path: Path) -> None:
     assert 0 < result["backlog_commit_latency_p99_s"] < 120
     assert 100 < result["participant_peak_rss_mb"] < 16_000  # Python + a JVM, in MB
     assert result["sink_1"]["committed_records"] == RECORDS
+    assert result["sink_1"]["commits"] == len(result["sink_1"]["commit_latencies_s"]) >= 1
     assert result["committed_records_ok"] is True
     machine = result["machine"]
     assert machine["cpu_count"] >= 1 and machine["memory_total_mb"] > 0

@@ -3,10 +3,16 @@ nearest-rank percentiles. The numbers these produce are only as good as this map
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+import orjson
 import pytest
 
 from services.bench.report import percentile
 from services.bench.steady import SteadyLoad, SteadySent, steady_result, visible_latencies
+from services.bench.timeline import TimelineWatcher
+from shared.hudi.offsets import offsets_metadata
 
 
 def _sent() -> SteadySent:
@@ -44,3 +50,32 @@ def test_percentile_is_nearest_rank(q: float, expected: float) -> None:
 
 def test_percentile_of_nothing_is_none() -> None:
     assert percentile([], 99) is None
+
+
+def _commit(timeline: Path, instant: str, offsets: dict[tuple[str, int], int], mtime: float) -> None:
+    extra = offsets_metadata(offsets, ["orders", "steady"])
+    path = timeline / f"{instant}.commit"
+    path.write_bytes(orjson.dumps({"extraMetadata": extra}))
+    os.utime(path, (mtime, mtime))
+
+
+def test_the_watcher_keeps_commits_that_archival_later_moves_away(tmp_path: Path) -> None:
+    timeline = tmp_path / ".hoodie"
+    timeline.mkdir()
+    watcher = TimelineWatcher(tmp_path, ["orders", "steady"])
+    _commit(timeline, "20261123120000000", {("orders", 0): 5, ("steady", 0): 0}, 100.0)
+    (timeline / "20261123120002000.commit").write_bytes(b'{"extraMeta')  # still being written
+    watcher.poll()
+    (timeline / "20261123120000000.commit").unlink()  # archived
+    _commit(timeline, "20261123120002000", {("orders", 0): 9, ("steady", 0): 3}, 102.0)
+    _commit(timeline, "20261123120004000", {("orders", 0): 9, ("steady", 0): 3}, 104.0)  # empty
+    _commit(timeline, "20261123120006000", {("orders", 0): 9, ("steady", 0): 7}, 106.0)
+    watcher.poll()
+
+    assert [c.instant[-5:] for c in watcher.commits] == ["00000", "02000", "04000", "06000"]
+    first = watcher.get("20261123120000000")
+    assert first is not None and first.mtime == 100.0 and first.offsets["orders"] == {0: 5}
+    covering = watcher.covering("orders", {0: 9})
+    assert covering is not None and covering.instant == "20261123120002000"
+    assert watcher.covering("steady", {0: 8}) is None
+    assert watcher.advancing("steady") == {"20261123120002000", "20261123120006000"}
