@@ -165,6 +165,20 @@ class SparkWriter:
             except Exception as exc:  # noqa: BLE001 - best effort on shutdown
                 log.warning("SparkSession stop failed: %s", exc)
 
+    def abandon(self) -> None:
+        """The driver stopped answering: forget the session without asking it anything and,
+        in local mode, kill its JVM (``stop`` would wait for the hung call; a JVM without
+        heap may not notice this process's exit either). Never blocks."""
+        session, self._session = self._session, None
+        if session is None or self.is_connect:
+            return
+        from pyspark import SparkContext
+
+        proc = getattr(SparkContext._gateway, "proc", None)
+        if proc is not None:
+            log.error("killing the Spark driver JVM (pid %s)", proc.pid)
+            proc.kill()
+
     def _discard_session(self) -> None:
         """After a failed job (e.g. driver OOM) the session may be dead: rebuild lazily."""
         if self.is_connect:

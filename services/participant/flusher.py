@@ -63,7 +63,8 @@ class Flusher:
         self._writer_nonce = writer_nonce
         self._clock = clock
         self._jobs = SparkJobs(writer, MAX_CONCURRENT_FLUSHES,
-                               max_job_bytes=config.transaction.flush_bytes)
+                               max_job_bytes=config.transaction.flush_bytes,
+                               job_timeout_s=config.spark.job_timeout_ms / 1000)
         self._flush_seq = 0
         """Flushes started by this process (fault injection counts them from 1)."""
 
@@ -95,6 +96,11 @@ class Flusher:
             )
             for w in files
         ])
+
+    async def watch_spark(self) -> None:
+        """Raises once a Spark job is found hung (``SparkJobs.watch``): a routine of the
+        service, so the participant stops with an error instead of stalling."""
+        await self._jobs.watch()
 
     @staticmethod
     def refuses(state: TransactionParticipant, instant: str) -> bool:

@@ -122,6 +122,7 @@ class ParticipantService(ServiceShell[ParticipantClients]):
             "participant-control": control.run(),
             "participant-heal": reporter.heal_routine(),
             "participant-dead-letters": running.dlq.run(),
+            "participant-spark-watch": self._flusher.watch_spark(),
         }
 
     async def start(self) -> ParticipantClients:

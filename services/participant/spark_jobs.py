@@ -15,6 +15,12 @@ it. A flush whose instant ended while it waited is refused when its job starts
 (``still_wanted``), as it was when it took a slot. Only flushes of one staging directory (one
 instant) share a job, and a job holds at most ``max_job_bytes`` of Arrow data (a larger
 flush runs alone), so with two slots the driver's heap holds what two flushes did before.
+
+A job that has not returned after ``job_timeout_s`` means the driver stopped answering (a JVM
+out of heap never answers the py4j call; no retry can help, and the slot would be lost for
+good). Then every flush, waiting or running, fails, the session is abandoned (its local JVM
+killed) and :meth:`SparkJobs.watch` raises :class:`SparkHungError`: the participant exits
+and its partitions move on, as after a kill, instead of stalling forever.
 """
 
 from __future__ import annotations
@@ -27,10 +33,15 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shared.errors import HudiSinkError
 from shared.spark_writer import PART_COLUMN, PlannedFile, SparkWriteError, SparkWriter, WrittenFile
 from shared.threads import in_daemon_thread
 
-__all__ = ["SparkJobs"]
+__all__ = ["SparkHungError", "SparkJobs"]
+
+
+class SparkHungError(HudiSinkError):
+    """A Spark job did not return within ``spark.job_timeout_ms``: the driver is hung."""
 
 
 @dataclass(eq=False)
@@ -47,20 +58,32 @@ class _Request:
 class SparkJobs:
     """At most ``slots`` Spark jobs at once; waiting flushes are batched into the next."""
 
-    def __init__(self, writer: SparkWriter, slots: int, max_job_bytes: int) -> None:
+    def __init__(self, writer: SparkWriter, slots: int, max_job_bytes: int,
+                 job_timeout_s: float | None = None) -> None:
         self._writer = writer
         self._slots = slots
         self._max_job_bytes = max_job_bytes
+        self._job_timeout_s = job_timeout_s
         self._waiting: list[_Request] = []
         self._jobs: set[asyncio.Task[None]] = set()
+        self._hung: SparkHungError | None = None
+        self._hung_event = asyncio.Event()
         self.jobs_run = 0
         """Spark jobs started (observability and tests)."""
+
+    async def watch(self) -> None:
+        """Returns never; raises :class:`SparkHungError` once a job is found hung."""
+        await self._hung_event.wait()
+        assert self._hung is not None
+        raise self._hung
 
     async def write(self, table: pa.Table, plans: list[PlannedFile], work_dir: str,
                     still_wanted: Callable[[], bool]) -> list[WrittenFile] | None:
         """Write one flush (see ``SparkWriter.write``); None when ``still_wanted`` said no
         before its job started. Cancelling the await withdraws a flush that has not started
         (one that has runs on: Python cannot interrupt a Spark call)."""
+        if self._hung is not None:
+            raise self._hung
         request = _Request(table, plans, work_dir, still_wanted,
                            asyncio.get_running_loop().create_future())
         self._waiting.append(request)
@@ -75,7 +98,7 @@ class SparkJobs:
             raise
 
     def _dispatch(self) -> None:
-        while self._waiting and len(self._jobs) < self._slots:
+        while self._waiting and len(self._jobs) < self._slots and self._hung is None:
             batch = self._take_batch()
             if not batch:
                 continue
@@ -114,7 +137,12 @@ class SparkJobs:
                 return
             table, plans = _combine(batch)
             self.jobs_run += 1
-            written = await in_daemon_thread(self._writer.write, table, plans, batch[0].work_dir)
+            call = in_daemon_thread(self._writer.write, table, plans, batch[0].work_dir)
+            try:
+                written = await asyncio.wait_for(call, self._job_timeout_s)
+            except TimeoutError:
+                self._hang(batch)
+                return
             for request, files in zip(batch, _split(batch, written), strict=True):
                 if not request.done.done():
                     request.done.set_result(files)
@@ -124,6 +152,21 @@ class SparkJobs:
             raise
         except BaseException as exc:  # noqa: BLE001 - every flush is told, none waits forever
             self._failed(batch, exc)
+
+    def _hang(self, batch: list[_Request]) -> None:
+        """The driver is hung: every flush fails, nothing more is dispatched, the session is
+        abandoned, and ``watch`` raises. The hung call's thread is left to the exit."""
+        flushes = len(batch)
+        self._hung = SparkHungError(
+            f"a Spark job of {flushes} flush(es) did not return within spark.job_timeout_ms "
+            f"({self._job_timeout_s:g} s): the Spark driver is not answering (out of heap?); "
+            "the participant exits so its partitions move on")
+        for request in [*batch, *self._waiting]:
+            if not request.done.done():
+                request.done.set_exception(self._hung)
+        self._waiting.clear()
+        self._writer.abandon()
+        self._hung_event.set()
 
     def _failed(self, batch: list[_Request], exc: BaseException) -> None:
         """A flush that failed alone fails; flushes that failed together try again alone,

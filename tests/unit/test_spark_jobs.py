@@ -157,3 +157,44 @@ async def test_a_planned_file_the_job_did_not_write_fails_the_flush() -> None:
     jobs = SparkJobs(writer, slots=1, max_job_bytes=1 << 30)  # type: ignore[arg-type]
     with pytest.raises(SparkWriteError, match="no file for"):
         await jobs.write(*_flush("a", 2), "/w", lambda: True)
+
+
+async def test_a_job_that_never_returns_fails_every_flush_abandons_the_session_and_is_raised() -> None:
+    """A driver out of heap never answers: after ``job_timeout_s`` the running and the
+    waiting flushes fail, nothing more is dispatched, the session is abandoned (its JVM
+    killed), and ``watch`` raises so the participant exits instead of stalling."""
+    from services.participant.spark_jobs import SparkHungError
+
+    class HungWriter(GatedWriter):
+        abandoned = 0
+
+        def abandon(self) -> None:
+            self.abandoned += 1
+            self.gate.set()  # what killing the JVM does to the hung call
+
+    writer = HungWriter()
+    jobs = SparkJobs(writer, slots=1, max_job_bytes=1 << 30, job_timeout_s=0.3)  # type: ignore[arg-type]
+    watcher = asyncio.create_task(jobs.watch())
+    running = asyncio.create_task(jobs.write(*_flush("a", 1), "/w", lambda: True))
+    await _until(lambda: len(writer.jobs) == 1, "the first job")
+    waiting = asyncio.create_task(jobs.write(*_flush("b", 1), "/w", lambda: True))
+    with pytest.raises(SparkHungError, match="spark.job_timeout_ms"):
+        await running
+    with pytest.raises(SparkHungError):
+        await waiting
+    with pytest.raises(SparkHungError):
+        await asyncio.wait_for(watcher, 1)
+    with pytest.raises(SparkHungError):  # a later flush is refused at once, no new job
+        await jobs.write(*_flush("c", 1), "/w", lambda: True)
+    assert writer.abandoned == 1 and len(writer.jobs) == 1
+
+
+async def test_jobs_within_the_timeout_are_not_touched() -> None:
+    writer = GatedWriter()
+    writer.gate.set()
+    jobs = SparkJobs(writer, slots=2, max_job_bytes=1 << 30, job_timeout_s=5)  # type: ignore[arg-type]
+    watcher = asyncio.create_task(jobs.watch())
+    files = await jobs.write(*_flush("a", 2), "/w", lambda: True)
+    assert files is not None and len(files) == 2
+    assert not watcher.done()
+    watcher.cancel()
