@@ -44,7 +44,7 @@ DEFAULT_DEV_CONFIG: dict[str, Any] = {
     "transaction": {"interval_ms": 5000, "write_status_timeout_ms": 60000, "flush_records": 50000},
     "deletion": {"send_delay_s": 5, "reconsume_later_s": 10},
     "admin": {"host": "127.0.0.1", "port": 8080},
-    "spark": {"master": "local[2]", "conf": {"spark.driver.memory": "1g"}},
+    "spark": {"master": "local[2]", "conf": {"spark.driver.memory": "1g"}, "job_timeout_ms": 45000},
 }
 
 

@@ -187,11 +187,13 @@ class SparkConfig(_Section):
 
     master: str = "local[2]"
     conf: dict[str, str] = Field(default_factory=dict)
-    job_timeout_ms: int = Field(600000, ge=1000)
-    """A Spark job (one or several flushes) that has not returned after this long means a
-    driver that stopped answering (a heap-exhausted JVM never answers a py4j call): the
-    participant logs it, kills its local JVM and exits 1, so its partitions move on (as
-    after a kill) instead of stalling forever. A default flush takes seconds."""
+    job_timeout_ms: int = Field(180000, ge=1000)
+    """A Spark job (one or several flushes, with their uploads to an object store) that has
+    not returned after this long means a driver that stopped answering (a heap-exhausted JVM
+    never answers a py4j call): the participant logs it, kills its local JVM and exits 1, so
+    its partitions move on (as after a kill) instead of stalling forever. A default flush
+    takes seconds; below ``transaction.write_status_timeout_ms`` so a hang is over before
+    the coordinator gives up on the instant (a warning at start says when it is not)."""
 
     @field_validator("master")
     @classmethod

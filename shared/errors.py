@@ -23,6 +23,7 @@ __all__ = [
     "IllegalTransition",
     "SchemaError",
     "InvalidPartitionValue",
+    "SparkHungError",
 ]
 
 
@@ -63,6 +64,11 @@ class IllegalTransition(HudiSinkBug):
 
 class SchemaError(ConfigError):
     """``table.schema`` cannot be parsed or does not fit the table's keys."""
+
+
+class SparkHungError(HudiSinkError):
+    """A Spark job did not return within ``spark.job_timeout_ms``: the driver stopped
+    answering. Never retried: no later attempt can get a Spark slot; the participant exits."""
 
 
 class InvalidPartitionValue(HudiSinkError):

@@ -3,7 +3,8 @@
 ``service.retry_backoff_ms`` (seed ``retry.backoff.ms``) is the first wait, doubling per attempt
 up to ten times that; ``service.retry_timeout_ms`` (seed ``write.retry.timeout``) is how long an
 operation is retried before its last error is raised. A caller may also cap the attempts.
-``HudiSinkBug`` (our own invariant broken), ``ConfigError`` and cancellation are never retried.
+``HudiSinkBug`` (our own invariant broken), ``ConfigError``, ``SparkHungError`` and cancellation
+are never retried.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from tenacity import (
 from tenacity.stop import stop_base
 
 from shared.config import ServiceConfig
-from shared.errors import ConfigError, HudiSinkBug
+from shared.errors import ConfigError, HudiSinkBug, SparkHungError
 
 __all__ = ["retrying"]
 
@@ -30,8 +31,10 @@ log = logging.getLogger("hudi_sink.retry")
 
 
 def _retryable(exc: BaseException) -> bool:
-    """Not our own bug, not a configuration error (neither goes away by waiting)."""
-    return isinstance(exc, Exception) and not isinstance(exc, HudiSinkBug | ConfigError)
+    """Not our own bug, not a configuration error, not a hung Spark driver (none of them goes
+    away by waiting)."""
+    return isinstance(exc, Exception) and not isinstance(
+        exc, HudiSinkBug | ConfigError | SparkHungError)
 
 
 def retrying(config: ServiceConfig, what: str, *, attempts: int | None = None,

@@ -102,6 +102,8 @@ class SparkWriter:
         self._codec = SPARK_CODECS[codec]
         self._session: SparkSession | None = None
         self._lock = threading.Lock()
+        self._abandoned = False
+        """The driver stopped answering: no session is built or stopped again."""
         self.warmed = False
 
     @property
@@ -151,12 +153,16 @@ class SparkWriter:
         log.info("SparkSession ready")
 
     def _session_or_start(self) -> SparkSession:
+        if self._abandoned:
+            raise SparkWriteError("the SparkSession was abandoned (its driver stopped answering)")
         with self._lock:
             if self._session is None:
                 self._session = self._build_session()
             return self._session
 
     def stop(self) -> None:
+        if self._abandoned:  # the lock may be held by a call into the hung driver
+            return
         with self._lock:
             session, self._session = self._session, None
         if session is not None:
@@ -168,14 +174,17 @@ class SparkWriter:
     def abandon(self) -> None:
         """The driver stopped answering: forget the session without asking it anything and,
         in local mode, kill its JVM (``stop`` would wait for the hung call; a JVM without
-        heap may not notice this process's exit either). Never blocks."""
-        session, self._session = self._session, None
-        if session is None or self.is_connect:
+        heap may not notice this process's exit either), even while a new session is being
+        built (the lock may be held by that build). Never blocks. With Spark Connect the
+        server's job runs on: nothing here can stop it."""
+        self._abandoned = True
+        self._session = None
+        if self.is_connect:
             return
         from pyspark import SparkContext
 
         proc = getattr(SparkContext._gateway, "proc", None)
-        if proc is not None:
+        if proc is not None and proc.poll() is None:
             log.error("killing the Spark driver JVM (pid %s)", proc.pid)
             proc.kill()
 

@@ -73,6 +73,11 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         self.schema = config.table.table_schema()
         self.sender = Sender(role=Role.PARTICIPANT, id=uuid.uuid4().hex, host=socket.gethostname())
         self._fs = filesystem_for(config.table.base_path, config.table.storage_options)
+        if config.spark.job_timeout_ms >= config.transaction.write_status_timeout_ms:
+            log.warning("spark.job_timeout_ms (%d) >= transaction.write_status_timeout_ms (%d): "
+                        "a hung Spark driver is noticed only after the coordinator gave up on "
+                        "the instant", config.spark.job_timeout_ms,
+                        config.transaction.write_status_timeout_ms)
         self._table = HudiTable(self._fs, config.table.base_path)
         self._writer = writer_for(config, self._fs, codec=config.table.parquet_codec)  # uploads to s3
         self._flusher = Flusher(config, self.schema, self._table, self._writer, self.metrics,

@@ -27,21 +27,20 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shared.errors import HudiSinkError
+from shared.errors import SparkHungError
 from shared.spark_writer import PART_COLUMN, PlannedFile, SparkWriteError, SparkWriter, WrittenFile
 from shared.threads import in_daemon_thread
 
 __all__ = ["SparkHungError", "SparkJobs"]
 
-
-class SparkHungError(HudiSinkError):
-    """A Spark job did not return within ``spark.job_timeout_ms``: the driver is hung."""
+log = logging.getLogger("hudi_sink.participant")
 
 
 @dataclass(eq=False)
@@ -161,16 +160,26 @@ class SparkJobs:
             f"a Spark job of {flushes} flush(es) did not return within spark.job_timeout_ms "
             f"({self._job_timeout_s:g} s): the Spark driver is not answering (out of heap?); "
             "the participant exits so its partitions move on")
-        for request in [*batch, *self._waiting]:
-            if not request.done.done():
-                request.done.set_exception(self._hung)
+        self._hung_event.set()  # first: whatever happens below, the participant stops
+        self._fail_all([*batch, *self._waiting])
         self._waiting.clear()
-        self._writer.abandon()
-        self._hung_event.set()
+        try:
+            self._writer.abandon()
+        except Exception:  # noqa: BLE001 - the exit goes on; the JVM ends with the process
+            log.exception("abandoning the hung SparkSession failed")
+
+    def _fail_all(self, requests: list[_Request]) -> None:
+        for request in requests:
+            if not request.done.done():
+                request.done.set_exception(self._hung or SparkHungError("hung"))
 
     def _failed(self, batch: list[_Request], exc: BaseException) -> None:
         """A flush that failed alone fails; flushes that failed together try again alone,
-        ahead of the others (``_job_done`` dispatches them)."""
+        ahead of the others (``_job_done`` dispatches them). Once the driver is hung nothing
+        runs again: they fail too (the other slot's job fails when its JVM is killed)."""
+        if self._hung is not None:
+            self._fail_all(batch)
+            return
         if len(batch) == 1:
             if not batch[0].done.done():
                 batch[0].done.set_exception(exc)

@@ -198,3 +198,41 @@ async def test_jobs_within_the_timeout_are_not_touched() -> None:
     assert files is not None and len(files) == 2
     assert not watcher.done()
     watcher.cancel()
+
+
+async def test_a_shared_job_failing_because_the_hung_driver_was_killed_fails_its_flushes() -> None:
+    """Two slots: A hangs; B1 and B2 share the other slot's next job, which fails when the
+    hung JVM is killed. They must fail, not wait for a retry that will never be dispatched."""
+    from services.participant.spark_jobs import SparkHungError
+
+    class KilledWriter:
+        def __init__(self) -> None:
+            self.jobs: list[list[str]] = []
+            self.release_c = threading.Event()
+            self.killed = threading.Event()
+
+        def write(self, table: pa.Table, files: list[PlannedFile], work_dir: str) -> list[WrittenFile]:
+            names = [p.file_name for p in files]
+            self.jobs.append(names)
+            if names == ["c0"]:
+                self.release_c.wait(10)
+                return [WrittenFile(p, 3, 1) for p in files]
+            self.killed.wait(10)  # A, and then B1+B2, hang until the JVM is killed
+            raise SparkWriteError("the JVM was killed")
+
+        def abandon(self) -> None:
+            self.killed.set()
+
+    writer = KilledWriter()
+    jobs = SparkJobs(writer, slots=2, max_job_bytes=1 << 30, job_timeout_s=0.5)  # type: ignore[arg-type]
+    a = asyncio.create_task(jobs.write(*_flush("a", 1), "/w", lambda: True))
+    c = asyncio.create_task(jobs.write(*_flush("c", 1), "/w", lambda: True))
+    await _until(lambda: len(writer.jobs) == 2, "A and C running")
+    b = [asyncio.create_task(jobs.write(*_flush(tag, 1), "/w", lambda: True)) for tag in ("b", "d")]
+    await asyncio.sleep(0.02)
+    writer.release_c.set()
+    assert await c is not None
+    await _until(lambda: ["b0", "d0"] in writer.jobs, "B1 and B2 sharing a job")
+    for task in (a, *b):
+        with pytest.raises(SparkHungError):
+            await asyncio.wait_for(task, 3)
