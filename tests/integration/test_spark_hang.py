@@ -18,7 +18,9 @@ from test_failures import _assert_exactly
 
 from shared.broker import EmbeddedBroker
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
+# Long (scripts/long-tests.sh): a minute and more of processes, and the default suite is near
+# its 25-minute budget; SparkJobs' side of it is unit-tested in tests/unit/test_spark_jobs.py.
+pytestmark = [pytest.mark.spark, pytest.mark.long, pytest.mark.timeout(600)]
 
 JOB_TIMEOUT_MS = 4000
 
