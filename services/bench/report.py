@@ -10,6 +10,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -48,7 +49,7 @@ def usable_cpus() -> float:
     (``os.cpu_count`` counts the host's logical CPUs, which flatters a bound)."""
     cpus = float(len(os.sched_getaffinity(0)))
     with contextlib.suppress(OSError, ValueError):
-        quota, period = open("/sys/fs/cgroup/cpu.max").read().split()[:2]
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
         if quota != "max":
             cpus = min(cpus, int(quota) / int(period))
     return cpus

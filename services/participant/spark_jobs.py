@@ -38,7 +38,7 @@ from shared.errors import SparkHungError
 from shared.spark_writer import PART_COLUMN, PlannedFile, SparkWriteError, SparkWriter, WrittenFile
 from shared.threads import in_daemon_thread
 
-__all__ = ["SparkHungError", "SparkJobs"]
+__all__ = ["SparkJobs"]
 
 log = logging.getLogger("hudi_sink.participant")
 
@@ -156,29 +156,24 @@ class SparkJobs:
         """The driver is hung: every flush fails, nothing more is dispatched, the session is
         abandoned, and ``watch`` raises. The hung call's thread is left to the exit."""
         flushes = len(batch)
-        self._hung = SparkHungError(
+        self._hung = hung = SparkHungError(
             f"a Spark job of {flushes} flush(es) did not return within spark.job_timeout_ms "
             f"({self._job_timeout_s:g} s): the Spark driver is not answering (out of heap?); "
             "the participant exits so its partitions move on")
         self._hung_event.set()  # first: whatever happens below, the participant stops
-        self._fail_all([*batch, *self._waiting])
+        _fail_all([*batch, *self._waiting], hung)
         self._waiting.clear()
         try:
             self._writer.abandon()
         except Exception:  # noqa: BLE001 - the exit goes on; the JVM ends with the process
             log.exception("abandoning the hung SparkSession failed")
 
-    def _fail_all(self, requests: list[_Request]) -> None:
-        for request in requests:
-            if not request.done.done():
-                request.done.set_exception(self._hung or SparkHungError("hung"))
-
     def _failed(self, batch: list[_Request], exc: BaseException) -> None:
         """A flush that failed alone fails; flushes that failed together try again alone,
         ahead of the others (``_job_done`` dispatches them). Once the driver is hung nothing
         runs again: they fail too (the other slot's job fails when its JVM is killed)."""
         if self._hung is not None:
-            self._fail_all(batch)
+            _fail_all(batch, self._hung)
             return
         if len(batch) == 1:
             if not batch[0].done.done():
@@ -187,6 +182,12 @@ class SparkJobs:
         for request in batch:
             request.alone = True
         self._waiting[:0] = [request for request in batch if not request.done.done()]
+
+
+def _fail_all(requests: list[_Request], error: SparkHungError) -> None:
+    for request in requests:
+        if not request.done.done():
+            request.done.set_exception(error)
 
 
 def _refused(request: _Request) -> bool:

@@ -163,7 +163,7 @@ async def test_a_job_that_never_returns_fails_every_flush_abandons_the_session_a
     """A driver out of heap never answers: after ``job_timeout_s`` the running and the
     waiting flushes fail, nothing more is dispatched, the session is abandoned (its JVM
     killed), and ``watch`` raises so the participant exits instead of stalling."""
-    from services.participant.spark_jobs import SparkHungError
+    from shared.errors import SparkHungError
 
     class HungWriter(GatedWriter):
         abandoned = 0
@@ -203,7 +203,7 @@ async def test_jobs_within_the_timeout_are_not_touched() -> None:
 async def test_a_shared_job_failing_because_the_hung_driver_was_killed_fails_its_flushes() -> None:
     """Two slots: A hangs; B1 and B2 share the other slot's next job, which fails when the
     hung JVM is killed. They must fail, not wait for a retry that will never be dispatched."""
-    from services.participant.spark_jobs import SparkHungError
+    from shared.errors import SparkHungError
 
     class KilledWriter:
         def __init__(self) -> None:
