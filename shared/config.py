@@ -66,6 +66,11 @@ class KafkaConfig(_Section):
     """The control topic's name (seed ``control.topic.name``); default ``<name>-control``."""
     value_format: Literal["json", "connect_json", "avro"] = "json"
     """A JSON object, or Connect's ``{"schema", "payload"}`` (seed ``…schemas.enable=true``)."""
+    isolation_level: Literal["read_committed", "read_uncommitted"] = "read_committed"
+    """What the sink's consumers read of transactional producers' data: committed data only
+    (records of aborted transactions never reach the table; an open transaction holds back its
+    partition until it ends), or everything, aborted records included. ``read_uncommitted``
+    exists for brokers without transactions support; an exactly-once sink should not use it."""
 
     @field_validator("topics")
     @classmethod

@@ -83,10 +83,13 @@ def consumer_options(
     """Kwargs for ``AIOKafkaConsumer``.
 
     Offsets are committed by the sink itself, only after the data is durable, so auto
-    commit is off. read_uncommitted because tansu does not filter aborted records anyway
-    and our producers are not transactional; the sink's own control protocol decides what
-    is committed. Fetch sizes allow the largest accepted record (``errors.max_record_bytes``
-    defaults to 10 MiB) to arrive while keeping one fetch bounded.
+    commit is off. ``kafka.isolation_level`` defaults to read_committed: producers that use
+    Kafka transactions (Kafka Streams or Flink exactly-once, Debezium's exactly-once source)
+    abort transactions as a matter of course, and those records must never reach the table;
+    an open transaction's records (and everything after them in the partition) are withheld
+    by the broker until it ends. The sink's own topics are written without transactions, so
+    the setting changes nothing for them. Fetch sizes allow the largest accepted record
+    (``errors.max_record_bytes`` defaults to 10 MiB) to arrive while keeping one fetch bounded.
     """
     options = client_options(kafka, client_id)
     options.update(
@@ -95,7 +98,7 @@ def consumer_options(
         heartbeat_interval_ms=_heartbeat_ms(kafka),
         enable_auto_commit=False,
         auto_offset_reset="earliest",
-        isolation_level="read_uncommitted",
+        isolation_level=kafka.isolation_level,
         max_partition_fetch_bytes=4 * MIB,
         fetch_max_bytes=16 * MIB,
     )

@@ -1,0 +1,100 @@
+"""An upstream Kafka transaction's records reach the table only once it commits (through the
+contract: the CLI, the config, a transactional producer nobody here wrote, the table read with
+hudi-rs).
+
+A transactional producer (librdkafka, through confluent-kafka) writes 500 records into
+partition 0 and keeps its transaction open for 20 s. Meanwhile plain records keep arriving in
+both partitions. While it is open, instants keep committing: partition 1's records become
+visible, but nothing of the open transaction does, nor partition 0's records behind it (the
+broker stops read_committed fetches at the last stable offset). After the commit every record is
+in the table exactly once.
+
+The development broker does not filter *aborted* transactions for read_committed consumers
+(it never reports them in fetch responses); that half is tested against aiokafka's own
+fetch-response reader in ``tests/unit/test_read_committed.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from pipeline import Pipeline, wait_until
+
+from shared.broker import EmbeddedBroker
+
+pytestmark = pytest.mark.timeout(420)
+
+OPEN_FOR_S = 20.0
+"""How long the upstream transaction stays open."""
+
+
+def _value(record_id: str, i: int) -> bytes:
+    return orjson.dumps({"id": record_id, "ts": 1_700_000_000_000 + i, "country": "us",
+                         "amount": float(i), "payload": "p"})
+
+
+def _send(producer: Producer, topic: str, partition: int, prefix: str, count: int) -> list[str]:
+    ids = [f"{prefix}-{i}" for i in range(count)]
+    for i, record_id in enumerate(ids):
+        producer.produce(topic, _value(record_id, i), partition=partition)
+    assert producer.flush(30) == 0, "records left unsent"
+    return ids
+
+
+def _ids(pipeline: Pipeline) -> Counter[str]:
+    return Counter(pipeline.read().column("id").to_pylist())
+
+
+def test_open_transaction_is_withheld_then_committed_exactly_once(
+    broker: EmbeddedBroker, tmp_path: Path, unique_name: str
+) -> None:
+    pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap, partitions=2)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([NewTopic(pipeline.topic, 2, 1)]).values():
+        future.result(30)
+    plain = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False,
+                      "acks": "all"})
+    upstream = Producer({"bootstrap.servers": broker.bootstrap,
+                         "transactional.id": f"{unique_name}-upstream",
+                         "transaction.timeout.ms": 120_000})
+    with pipeline:
+        expected = _send(plain, pipeline.topic, 0, "before-0", 50)
+        expected += _send(plain, pipeline.topic, 1, "before-1", 50)
+        pipeline.start_ready("coordinator", "participant")
+
+        upstream.init_transactions(30)
+        upstream.begin_transaction()
+        opened_at = time.monotonic()
+        in_transaction = _send(upstream, pipeline.topic, 0, "txn", 500)
+        behind = _send(plain, pipeline.topic, 0, "behind", 20)  # after the open transaction
+        during = _send(plain, pipeline.topic, 1, "during", 100)
+
+        # While it is open, instants keep committing; none shows the transaction or what lies
+        # behind it in its partition, and the other partition is not held back.
+        checked = 0
+        while time.monotonic() - opened_at < OPEN_FOR_S:
+            pipeline.wait_commits(1, timeout_s=60)
+            ids = _ids(pipeline)
+            leaked = [i for i in in_transaction + behind if i in ids]
+            assert not leaked, f"{len(leaked)} records of the open transaction are in the table"
+            checked += 1
+        assert checked >= 3, f"only {checked} commits while the transaction was open"
+        assert pipeline.latest_offsets()[1] == 150, pipeline.latest_offsets()
+        assert all(i in _ids(pipeline) for i in during)
+
+        upstream.commit_transaction(30)
+        expected += in_transaction + behind + during
+        # Partition 0: 50 + 500 + 20 records, then the commit marker at 570, which the
+        # committed offset need not pass (it is never a record).
+        wait_until(lambda: pipeline.latest_offsets().get(0, 0) >= 570, 120,
+                   "the transaction's records committed")
+        ids = _ids(pipeline)
+        assert sorted(ids) == sorted(expected), "missing or unexpected ids"
+        duplicates = [i for i, n in ids.items() if n != 1]
+        assert not duplicates, f"{len(duplicates)} ids more than once: {duplicates[:5]}"
