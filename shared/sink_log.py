@@ -51,6 +51,17 @@ other appender's :meth:`SinkLog.try_append` for ``s`` returns True.
    checkpoint, and the reader's floor read follows its read of the stray, so it sees that
    checkpoint. Entries at or above the floor are never strays (by 3).
 
+5. An entry of epoch ``E`` at the number an appender of ``E`` tries is that appender's own.
+   Epoch ``E`` is claimed by exactly one EPOCH entry: a claimer folds the log gap-free and
+   takes ``E = folded epoch + 1`` at the next number, so a second claimer of ``E`` either
+   loses that number or folds the first claim and takes ``E + 1``. Only the claimer's
+   committer appends under ``E``, one append at a time, each at the number after its last
+   recorded one; a taken number holding an ``E`` entry is therefore an append of its own
+   whose create landed although the call raised (:meth:`SinkLog.won_by`). The committer
+   adopts it (folds it, moves past it) instead of calling itself fenced; if it decides the
+   same as the append being made, that append is done. Another epoch's entry is never
+   adopted.
+
 So a zombie whose next number was trimmed is fenced exactly like one whose number is taken.
 A fenced appender acts on nothing: the committer raises ``FencedError`` before any file move
 or deletion. A crash mid-trim leaves entries below the floor; readers never start there and
@@ -66,6 +77,7 @@ from __future__ import annotations
 import logging
 import posixpath
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TypeVar
 
 from shared.errors import FencedError, TableFormatError
@@ -96,6 +108,7 @@ __all__ = [
     "KEEP_ABORTS",
     "KEEP_ENTRIES",
     "TRIM_ABOVE",
+    "decided_as",
 ]
 # The records and their fold live in shared.sink_log_state; they are re-exported here so
 # callers that hold a SinkLog import one module.
@@ -113,6 +126,20 @@ _T = TypeVar("_T")
 def _seq_of(name: str) -> int | None:
     stem = name.removesuffix(".json")
     return int(stem) if name.endswith(".json") and stem.isdigit() else None
+
+
+def decided_as(wanted: LogEntry, ours: LogEntry) -> bool:
+    """Whether our own earlier entry ``ours`` already decides ``wanted``. TableFormatError
+    when it decides the same instant otherwise: that decision stands (a later leader rolls
+    it forward or back as written), so the new one must not be carried out."""
+    if ours.instant != wanted.instant or ours.kind is EntryKind.EPOCH:
+        return False
+    if ours.same_decision(wanted):
+        return True
+    raise TableFormatError(
+        f"{wanted.instant}: this epoch already decided {ours.kind.value} ({ours.action}) in "
+        f"sink log entry {ours.seq}; a different {wanted.kind.value} ({wanted.action}) cannot "
+        "be decided too")
 
 
 class SinkLog:
@@ -234,6 +261,55 @@ class SinkLog:
                 f"sink log seq {entry.seq} already taken: a newer coordinator epoch than "
                 f"{entry.epoch} owns the table"
             )
+
+    def won_by(self, seq: int, epoch: int) -> LogEntry | None:
+        """The entry at ``seq`` when it is a won entry of ``epoch``, made durable again; None
+        when the number holds another epoch's entry, is gone, or is a stray below the floor.
+
+        For an appender whose number is taken: an entry of its own epoch there is its own
+        append that landed although the call raised (a lost response, a failed floor read
+        or directory sync after the create; module docstring, point 5). The floor is read
+        after the entry, as ``try_append`` does (point 3). The sync repeats the one the create
+        may have failed at (no-ops on object stores, where a completed PUT is durable)."""
+        entry = self._read(seq)
+        if entry is None or entry.epoch != epoch or seq < self.floor():
+            return None
+        self._fs.fsync_file(self._path(seq))
+        self._fs.fsync_dir(self._dir)
+        return entry
+
+    def append_own(self, entry: LogEntry, earlier: DecisionRecord | None = None
+                   ) -> tuple[LogEntry, bool]:
+        """Append ``entry`` as the leader of its epoch: at its number, or past entries of that
+        epoch found there (its own appends that landed although the call raised; point 5).
+
+        Returns the entry holding the decision and whether an earlier entry of the epoch was
+        found (the caller's fold must read the log again). That entry is ``entry``
+        (renumbered), or an earlier one deciding the same — then nothing new is written:
+        at a number tried now, or ``earlier``, the instant's folded decision when the
+        caller holds one. FencedError when a number holds another epoch's entry or was
+        trimmed; TableFormatError (``decided_as``) when our own entry decided the instant
+        otherwise.
+        """
+        if earlier is not None and earlier.epoch == entry.epoch:
+            found = (self.read_entry(earlier.seq) if earlier.kind is entry.kind is EntryKind.COMMIT
+                     else LogEntry(earlier.seq, earlier.kind, earlier.epoch, earlier.instant))
+            if decided_as(entry, found):
+                return found, True
+        adopted = False
+        while not self.try_append(entry):
+            ours = self.won_by(entry.seq, entry.epoch)
+            if ours is None:
+                raise FencedError(
+                    f"sink log seq {entry.seq} already taken: a newer coordinator epoch than "
+                    f"{entry.epoch} owns the table")
+            log.warning("sink log entry %d (%s %s) is ours although its append failed: adopted",
+                        ours.seq, ours.kind.value, ours.instant)
+            adopted = True
+            if decided_as(entry, ours):
+                return ours, True
+            entry = replace(entry, seq=ours.seq + 1)
+        return entry, adopted
 
     # --- trimming -------------------------------------------------------------------------
     def trim(self, state: SinkLogState, plan: TrimPlan, created_at: str = "") -> int:

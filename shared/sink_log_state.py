@@ -110,6 +110,22 @@ class LogEntry:
         """The entry without metadata and moves: what folding needs, at a fraction of the size."""
         return replace(self, metadata=None, moves=[])
 
+    def same_decision(self, other: LogEntry) -> bool:
+        """Whether ``other`` decides exactly what this entry decides: same kind, epoch,
+        instant and leader, and for a COMMIT the same action, metadata and moves. Number and
+        time are not compared (a retried append carries new ones), nor an ABORT's reason (it
+        only explains; rolling back twice is rolling back once)."""
+        if (self.kind, self.epoch, self.instant, self.leader) != (
+                other.kind, other.epoch, other.instant, other.leader):
+            return False
+        return self.kind is not EntryKind.COMMIT or self._content() == other._content()
+
+    def _content(self) -> bytes:
+        """A COMMIT's decided content as canonical JSON (what was read back compares equal
+        to what was written, tuples and lists alike)."""
+        return orjson.dumps([self.action, self.metadata, [list(m) for m in self.moves]],
+                            option=orjson.OPT_SORT_KEYS)
+
 
 @dataclass(frozen=True)
 class DecisionRecord:

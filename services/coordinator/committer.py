@@ -1,13 +1,14 @@
 """Everything the coordinator does to the table, fenced through the sink log. Synchronous on
 purpose (plain file I/O): the service calls these in worker threads.
 
-Order of a commit (DESIGN §2 step 3, with the fence first):
+Order of a commit (the fence first):
 1. every listed staged file exists with the size its status reported;
 2. every listed staged file made durable (one ``fsync_file`` each, then each directory on
    the way from the base path once): Spark never syncs its output, and after a power loss
    a decided commit must still find complete files to roll forward;
 3. COMMIT entry appended to the sink log at our next sequence number — the point of no
-   return, and the fence: it fails if a newer epoch took that number;
+   return, and the fence: it fails if a newer epoch took that number (an entry of our own
+   epoch there is ours, landed although its append raised: adopted, ``shared.sink_log``);
 4. listed files moved from staging into their partition directories, and the moves made
    durable (each touched directory synced once) — before the commit file can exist;
 5. ``<T>.commit`` created (exclusively, durably) — readers see the instant from here on;
@@ -111,23 +112,27 @@ class TableCommitter:
             self.state = self._log.read_state(self.state)
             return self.state
 
-    def _append(self, kind: EntryKind, instant: str, **fields: Any) -> LogEntry:
+    def _append(self, kind: EntryKind, instant: str, **fields: Any) -> None:
         with self._lock:
-            return self._append_locked(kind, instant, **fields)
+            self._append_locked(kind, instant, **fields)
 
-    def _append_locked(self, kind: EntryKind, instant: str, **fields: Any) -> LogEntry:
+    def _append_locked(self, kind: EntryKind, instant: str, **fields: Any) -> None:
+        """Decide at our next number; an entry of our own epoch found there is adopted
+        (``SinkLog.append_own``): only another epoch's entry fences us."""
         entry = LogEntry(
             seq=self._seq + 1, kind=kind, epoch=self.epoch, instant=instant,
             created_at=_now(), **fields,
         )
         try:
-            self._log.append_or_fence(entry)
+            placed, adopted = self._log.append_own(entry, self.state.decisions.get(instant))
         except FencedError:
             self.refresh()
             raise
-        self._seq = entry.seq
-        self.state.apply(entry)
-        return entry
+        if adopted:
+            self.refresh()  # folds what was passed (before _seq moves: a failed fold redoes it)
+        else:
+            self.state.apply(placed)
+        self._seq = max(self._seq, placed.seq)  # an earlier decision may lie below it
 
     # --- recovery -------------------------------------------------------------------------
     def recover(self) -> RecoveryReport:
@@ -310,8 +315,10 @@ class TableCommitter:
                 raise FencedError(f"{action} {instant} began under epoch {epoch}, now {self.epoch}")
             if state.rolled_back(instant):
                 raise FencedError(f"{action} {instant} was decided ABORT (rolled back by a leader)")
-            if instant in state.decisions:
+            record = state.decisions.get(instant)
+            if record is not None and record.epoch != self.epoch:
                 raise TableFormatError(f"{action} {instant}: the instant was decided already")
+            # Decided by us already: the same decision (a retry) is done, another is refused.
             self._append_locked(EntryKind.COMMIT, instant, metadata=metadata, moves=moves,
                                 action=action)
         self.place_decided(instant, metadata, moves)

@@ -140,7 +140,7 @@ def env(tmp_path: Path) -> Env:
 
 
 def _assert_no_unlisted_partition_files(env: Env) -> None:
-    """DESIGN §2 invariant: no partition dir holds a file of a completed instant it does not list."""
+    """The commit invariant: no partition dir holds a file of a completed instant it does not list."""
     table = env.table()
     completed = set(table.completed_commits())
     listed = {
