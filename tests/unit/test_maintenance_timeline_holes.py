@@ -37,7 +37,8 @@ def _clusterer(env: Env, driver: SimpleNamespace, leading: bool = True,
     timeline = ReplaceTimeline(env.table())
     clusterer = Clusterer(committer, timeline, "snappy")
     clusterer.before_decision = lambda c: wait_for_older_ingestion(
-        driver, c, timeout_s=timeout_s, leading=lambda: leading, poll_s=0.01)  # type: ignore[arg-type]
+        driver, c, timeout_s=timeout_s, leading=lambda: leading,  # type: ignore[arg-type]
+        pending=timeline.table.pending_instants, poll_s=0.01)
     return clusterer, timeline
 
 
@@ -80,7 +81,8 @@ def test_waiting_replacecommit_rolls_back_on_timeout_or_lost_leadership(env: Env
     assert not timeline.pending() and not timeline.path_exists_completed(T[6])
     lost = SimpleNamespace(current=SimpleNamespace(instant=T[7]), starting=None, latest_instant=T[8])
     clusterer.before_decision = lambda c: wait_for_older_ingestion(
-        lost, c, timeout_s=10, leading=lambda: False, poll_s=0.01)  # type: ignore[arg-type]
+        lost, c, timeout_s=10, leading=lambda: False,  # type: ignore[arg-type]
+        pending=timeline.table.pending_instants, poll_s=0.01)
     with pytest.raises(FencedError):
         clusterer.run(T[8], _groups(timeline), env.schema.avro_schema_json())
     assert not timeline.path_exists_completed(T[8])

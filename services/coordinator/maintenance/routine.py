@@ -3,11 +3,13 @@
 One pass every ``maintenance.clustering.interval_s`` while this coordinator leads (or at once
 on ``POST /maintenance/clustering``): roll back replacecommits no leader decided, then
 cluster, clean and archive, each in a worker thread. A replacecommit is decided only once no
-older ingestion instant is in flight (no timeline hole for incremental readers; the pass
-waits, ingestion does not). Ingestion never waits for maintenance: inserts
-only create new file groups, so a replacecommit never conflicts with a commit, and the two
-share only the committer's lock around sink log appends (milliseconds). A failed pass is
-logged and retried next interval; a fenced one waits for the next leadership.
+older ingestion instant is unfinished — in flight, or pending on the timeline (one a failed
+step left decided, until the next leadership rolls it forward) — so there is no timeline hole
+for incremental readers; the pass waits, ingestion does not. Ingestion never waits for
+maintenance: inserts only create new file groups, so a replacecommit never conflicts with a
+commit, and the two share only the committer's lock around sink log appends (milliseconds).
+A failed pass is logged and retried next interval; a fenced one waits for the next
+leadership.
 """
 
 from __future__ import annotations
@@ -120,7 +122,8 @@ class MaintenanceRoutine:
     def _wait_for_older_ingestion(self, instant: str) -> None:
         epoch = self._committer.epoch
         wait_for_older_ingestion(self._driver, instant, timeout_s=INGESTION_WAIT_S, leading=lambda: (
-            self._driver.is_leader and self._committer.epoch == epoch))
+            self._driver.is_leader and self._committer.epoch == epoch),
+            pending=self._timeline.table.pending_instants)
 
     def _active_count(self) -> int:
         return len(self._timeline.completed())

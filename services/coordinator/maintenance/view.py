@@ -1,6 +1,6 @@
 """The table as a reader sees it, for maintenance: committed base files per file group.
 
-Like hudi-rs and Java (reference §8): a base file counts when its instant is completed on the
+Like hudi-rs and Java: a base file counts when its instant is completed on the
 active timeline or older than the active timeline (archived); files of pending or unknown
 newer instants do not. Replaced file groups (completed replacecommits) are reported apart.
 """
