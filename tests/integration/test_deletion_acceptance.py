@@ -1,6 +1,6 @@
 """Two-phase deletion through the contract: coordinator, 2 participants, deleter;
 ``flush_records`` 500 so files exist mid-transaction; one participant SIGKILLed
-mid-transaction and restarted; 16,000 records. Exactly once holds, and within 90 s of the
+mid-transaction (before it could report the instant) and restarted; 16,000 records. Exactly once holds, and within 90 s of the
 commit covering every offset: partition directories hold only committed files, none of the
 killed participant's staged files remains, staging holds no file and no directory of a
 finished instant (files that landed after a rollback's intents included: the deleter's
@@ -63,8 +63,14 @@ def test_deletion_leaves_no_orphans_after_a_participant_kill(
     })
     pipeline.produce(0)
     try:
-        coordinator, victim, _, deleter = pipeline.start_ready("coordinator", "participant", "participant",
-                                                     "deleter")
+        # The victim never gets a status through (its WRITE_STATUS sends are all dropped), so
+        # the instant it holds staged files in cannot commit before the kill: it dies with
+        # files no commit will list, whatever the machine's load. (Killing it at a moment seen
+        # over REST alone raced the instant's END: under load its status could land and its
+        # files be committed first, leaving nothing to delete and no intent to send.)
+        victim = pipeline.start("participant", env={"HUDI_SINK_FAULTS": "drop:WRITE_STATUS:1000000"})
+        coordinator, _, deleter = pipeline.start_ready("coordinator", "participant", "deleter")
+        pipeline.wait_ready(victim, timeout_s=240)
         producer = pipeline.produce_in_background(16_000, rate=800)
         pipeline.wait_holding_staged_files(victim)
         before_kill = _staged_files(pipeline)
