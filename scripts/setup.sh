@@ -21,3 +21,6 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 fi
 # The Helm chart tests (tests/integration/test_helm_chart.py) need helm; they fail without it.
 scripts/install-helm.sh .tools
+# Java programs the tests run, pinned by tests/java/*/pom.xml (Apache Kafka for the real-Kafka
+# tests): fetched from Maven Central into ~/.m2 once, checked, classpaths in .tools/java/.
+scripts/resolve-java.sh

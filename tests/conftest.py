@@ -2,23 +2,56 @@
 
 One embedded tansu broker serves the whole session: it starts in ~10 ms but every test
 uses its own topic names (``unique_name``), so tests never see each other's data and the
-order of tests does not matter.
+order of tests does not matter. Tests that need Apache Kafka itself (marker ``kafka``) ask for
+``kafka_broker``: one KRaft node for the session, started the first time a test asks.
+``HUDI_SINK_TEST_BROKER=kafka`` makes ``broker`` that Kafka node too, so the whole suite can
+be pointed at real Kafka.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 
 import pytest
+from kafka_cluster import KafkaCluster
 from s3_server import MotoS3
 
 from shared.broker import EmbeddedBroker
 
+TEST_BROKERS = ("embedded", "kafka")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "kafka: runs against Apache Kafka (KRaft, from Maven Central), not the "
+        "embedded broker")
+
 
 @pytest.fixture(scope="session")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
-    """A running broker for the session; its log is kept in the pytest temp dir."""
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """Apache Kafka, one KRaft node (broker + controller), for the session; its log and data
+    are kept in the pytest temp dir. Same ``bootstrap`` as the embedded broker."""
+    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka"), nodes=1).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def broker(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[EmbeddedBroker | KafkaCluster]:
+    """A running broker for the session; its log is kept in the pytest temp dir. The embedded
+    broker, or the session's Kafka node when ``HUDI_SINK_TEST_BROKER=kafka``."""
+    kind = os.environ.get("HUDI_SINK_TEST_BROKER", "embedded")
+    if kind not in TEST_BROKERS:
+        raise pytest.UsageError(f"HUDI_SINK_TEST_BROKER={kind!r}: expected one of {TEST_BROKERS}")
+    if kind == "kafka":
+        yield request.getfixturevalue("kafka_broker")
+        return
     log_path = tmp_path_factory.mktemp("tansu") / "broker.log"
     embedded = EmbeddedBroker(log_path=log_path)
     embedded.start()
