@@ -11,7 +11,9 @@ in the table exactly once.
 
 The development broker does not filter *aborted* transactions for read_committed consumers
 (it never reports them in fetch responses); that half is tested against aiokafka's own
-fetch-response reader in ``tests/unit/test_read_committed.py``.
+fetch-response reader in ``tests/unit/test_read_committed.py`` and end to end on Apache Kafka
+(``kafka_broker``): a transaction of 500 records aborted in the middle of a stream that an
+idempotent producer keeps writing never reaches the table, and the rest lands exactly once.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka_cluster import KafkaCluster
 from pipeline import Pipeline, wait_until
 
 from shared.broker import EmbeddedBroker
@@ -51,13 +54,17 @@ def _ids(pipeline: Pipeline) -> Counter[str]:
     return Counter(pipeline.read().column("id").to_pylist())
 
 
+def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(30)
+
+
 def test_open_transaction_is_withheld_then_committed_exactly_once(
     broker: EmbeddedBroker, tmp_path: Path, unique_name: str
 ) -> None:
     pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap, partitions=2)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    for future in admin.create_topics([NewTopic(pipeline.topic, 2, 1)]).values():
-        future.result(30)
+    _create_topic(broker.bootstrap, pipeline.topic, 2)
     plain = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False,
                       "acks": "all"})
     upstream = Producer({"bootstrap.servers": broker.bootstrap,
@@ -95,6 +102,52 @@ def test_open_transaction_is_withheld_then_committed_exactly_once(
         wait_until(lambda: pipeline.latest_offsets().get(0, 0) >= 570, 120,
                    "the transaction's records committed")
         ids = _ids(pipeline)
+        assert sorted(ids) == sorted(expected), "missing or unexpected ids"
+        duplicates = [i for i, n in ids.items() if n != 1]
+        assert not duplicates, f"{len(duplicates)} ids more than once: {duplicates[:5]}"
+
+
+@pytest.mark.kafka
+def test_aborted_transaction_mid_stream_never_reaches_the_table(
+    kafka_broker: KafkaCluster, tmp_path: Path, unique_name: str
+) -> None:
+    """500 records of an aborted transaction, interleaved with a stream the sink is reading
+    (from an idempotent producer), and a committed transaction of the same producer after it:
+    none of the 500 is in the table, everything else is, once."""
+    bootstrap = kafka_broker.bootstrap
+    pipeline = Pipeline(tmp_path, unique_name, bootstrap, partitions=2)
+    _create_topic(bootstrap, pipeline.topic, 2)
+    stream = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    upstream = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{unique_name}-up"})
+    with pipeline:
+        expected = _send(stream, pipeline.topic, 0, "before-0", 1_000)
+        expected += _send(stream, pipeline.topic, 1, "before-1", 1_000)
+        pipeline.start_ready("coordinator", "participant")
+        wait_until(lambda: sum(pipeline.latest_offsets().values()) > 0, 120,
+                   "the sink committing the stream's first records")
+
+        upstream.init_transactions(30)
+        upstream.begin_transaction()
+        aborted = _send(upstream, pipeline.topic, 0, "aborted-0", 250)
+        expected += _send(stream, pipeline.topic, 0, "during-0", 200)  # behind it, same partition
+        aborted += _send(upstream, pipeline.topic, 1, "aborted-1", 250)
+        expected += _send(stream, pipeline.topic, 1, "during-1", 200)
+        upstream.abort_transaction(30)
+        upstream.begin_transaction()
+        expected += _send(upstream, pipeline.topic, 0, "committed-0", 100)
+        expected += _send(upstream, pipeline.topic, 1, "committed-1", 100)
+        upstream.commit_transaction(30)
+        expected += _send(stream, pipeline.topic, 0, "after-0", 300)
+        expected += _send(stream, pipeline.topic, 1, "after-1", 300)
+
+        # The "after" records lie behind the aborted ones in both partitions: once they are
+        # all in the table, the sink has read past every aborted record.
+        wait_until(lambda: sum(_ids(pipeline).values()) >= len(expected), 240,
+                   f"{len(expected)} rows in the table", every_s=1)
+        ids = _ids(pipeline)
+        leaked = [i for i in aborted if i in ids]
+        assert len(aborted) == 500
+        assert not leaked, f"{len(leaked)} records of the aborted transaction are in the table"
         assert sorted(ids) == sorted(expected), "missing or unexpected ids"
         duplicates = [i for i, n in ids.items() if n != 1]
         assert not duplicates, f"{len(duplicates)} ids more than once: {duplicates[:5]}"
