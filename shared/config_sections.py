@@ -26,7 +26,8 @@ class ServiceConfig(BaseModel):
 
 class AvroConfig(BaseModel):
     """Values in the Confluent wire format; writer schemas from a schema registry (by the id
-    each value carries) or, without one, from one ``.avsc`` file (the id is then not looked up)."""
+    each value carries) and/or one ``.avsc`` file, which decodes only the values of its own id
+    (``schema_id``; with a registry as well, every other id is looked up there)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -39,7 +40,11 @@ class AvroConfig(BaseModel):
     """CA bundle for an ``https`` registry (default: the system's)."""
     registry_timeout_s: float = Field(5, gt=0)
     schema_file: str | None = None
-    """An ``.avsc`` writer schema, used when there is no registry."""
+    """An ``.avsc`` writer schema: decodes the values of ``schema_id`` only."""
+    schema_id: int | None = Field(None, ge=0, le=2**32 - 1)
+    """The id ``schema_file``'s schema has in the values' framing. Unset (file only): the first
+    id a participant reads, which after a restart or on another participant can be another
+    one (see the README); required with a registry as well."""
 
     @model_validator(mode="after")
     def _files_exist(self) -> AvroConfig:
@@ -47,4 +52,9 @@ class AvroConfig(BaseModel):
             path = getattr(self, key)
             if path is not None and not Path(path).is_file():
                 raise ValueError(f"{key}: file not found: {path}")
+        if self.schema_id is not None and self.schema_file is None:
+            raise ValueError("schema_id: names the id of avro.schema_file, which is not set")
+        if self.schema_file is not None and self.registry_url is not None and self.schema_id is None:
+            raise ValueError("schema_id: required when avro.schema_file and avro.registry_url are "
+                             "both set (which id is the file's; every other id is looked up)")
         return self

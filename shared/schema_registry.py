@@ -8,7 +8,9 @@ Two failures are told apart, because the participant treats them differently:
 - ``UnknownSchemaId``: the registry answered that the id does not exist (404) — the record is
   bad and goes to the dead-letter topic;
 - ``RegistryUnavailable``: no answer, a 5xx, or an auth failure — nothing is wrong with the
-  record, so its partition pauses and retries instead of dead-lettering good data.
+  record, so its partition pauses and retries instead of dead-lettering good data. So are an
+  answer over :data:`MAX_ANSWER_BYTES` and a redirect that would take the credentials to
+  another host or down to plain http: both are the registry's (or its proxy's) doing.
 
 Plain ``urllib`` keeps this free of another HTTP dependency; the calls block (a cache miss is
 rare: once per schema id per process).
@@ -18,18 +20,26 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import ssl
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
+from http.client import HTTPMessage
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 from shared.config_sections import AvroConfig
 from shared.errors import ConfigError, HudiSinkError
 
 __all__ = ["WriterSchemas", "RegistrySchemas", "FileSchema", "UnknownSchemaId", "RegistryUnavailable",
-           "writer_schemas", "fetch_json"]
+           "writer_schemas", "fetch_json", "MAX_ANSWER_BYTES"]
+
+log = logging.getLogger(__name__)
+
+MAX_ANSWER_BYTES = 8 << 20
+"""Largest registry answer read (8 MiB; a registry stores schemas of about 1 MB at most)."""
 
 
 class UnknownSchemaId(HudiSinkError):
@@ -46,13 +56,39 @@ class WriterSchemas(Protocol):
 
 
 class FileSchema:
-    """One writer schema from an ``.avsc`` file, whatever id a value carries."""
+    """One writer schema from an ``.avsc`` file, for one schema id only.
 
-    def __init__(self, path: str) -> None:
+    A value's id names the schema it was written with; decoding it with another schema reads
+    its bytes in the other schema's field order (after a producer reorders its fields,
+    ``city`` and ``name`` swap values without any error). So the file decodes only the values
+    of its id: ``avro.schema_id`` when set, else the first id seen by this process (logged
+    once). Other ids go to ``others`` (the registry, when one is configured as well), or are
+    bad records (``UnknownSchemaId`` naming both ids)."""
+
+    def __init__(self, path: str, schema_id: int | None = None,
+                 others: WriterSchemas | None = None) -> None:
+        self._path = path
         self._schema: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+        self._id = schema_id
+        self._pinned = schema_id is not None
+        self._others = others
+        self._lock = threading.Lock()
 
     def get(self, schema_id: int) -> dict[str, Any]:
-        return self._schema
+        if self._id is None:
+            with self._lock:
+                if self._id is None:
+                    self._id = schema_id
+                    log.info("avro.schema_file %s is taken as the writer schema of id %d, the "
+                             "first id read (set avro.schema_id to pin it)", self._path, schema_id)
+        if schema_id == self._id:
+            return self._schema
+        if self._others is not None:
+            return self._others.get(schema_id)
+        how = "avro.schema_id" if self._pinned else "the first id read, avro.schema_id unset"
+        raise UnknownSchemaId(f"schema id {schema_id} is not the id of avro.schema_file "
+                              f"{self._path}, which is id {self._id} ({how}); decoding it with "
+                              "the file's schema could put values in the wrong fields")
 
 
 def _headers(config: AvroConfig) -> dict[str, str]:
@@ -63,15 +99,57 @@ def _headers(config: AvroConfig) -> dict[str, str]:
     return headers
 
 
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only where the credentials may go along.
+
+    urllib copies every header of a request, ``Authorization`` included, to the URL a
+    redirect names, whatever its host and even from https to plain http: a registry (or
+    anything in front of it) answering 302 would hand the password to another server. With
+    credentials, a redirect to another host:port or from https to http is refused (the
+    fetch fails: ``RegistryUnavailable`` naming both URLs); without them, any is followed."""
+
+    def __init__(self, credentials: bool) -> None:
+        self._credentials = credentials
+
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+                         headers: HTTPMessage, newurl: str) -> urllib.request.Request | None:
+        if self._credentials and not _same_origin(req.full_url, newurl):
+            raise RegistryUnavailable(f"registry at {req.full_url} redirects ({code}) to "
+                                      f"{newurl}: refused, the credentials would go to another "
+                                      "host or over plain http (configure the final URL)")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _same_origin(old: str, new: str) -> bool:
+    """Same host and port, and not from https down to http."""
+    before, after = urllib.parse.urlsplit(old), urllib.parse.urlsplit(new)
+    default = {"http": 80, "https": 443}
+    return (before.hostname == after.hostname
+            and (before.port or default.get(before.scheme)) == (after.port or default.get(after.scheme))
+            and not (before.scheme == "https" and after.scheme != "https"))
+
+
+def _read_capped(response: IO[bytes], url: str) -> bytes:
+    """The answer's body, refused past :data:`MAX_ANSWER_BYTES` (read no further)."""
+    body = response.read(MAX_ANSWER_BYTES + 1)
+    if len(body) > MAX_ANSWER_BYTES:
+        raise RegistryUnavailable(f"registry answer from {url} is over {MAX_ANSWER_BYTES} bytes "
+                                  "(no registry schema is that large): refused")
+    return body
+
+
 def fetch_json(url: str, config: AvroConfig) -> Any:
     """``GET url`` with the registry's credentials and CA bundle; 404 → ``UnknownSchemaId``,
-    no answer, another error status or a body that is not JSON → ``RegistryUnavailable``."""
-    context = ssl.create_default_context(cafile=config.registry_ca_file) if url.startswith("https") else None
-    request = urllib.request.Request(url, headers=_headers(config))  # noqa: S310 - configured URL
+    no answer, another error status, a body that is not JSON or is too large, or a redirect
+    the credentials may not follow → ``RegistryUnavailable``."""
+    headers = _headers(config)
+    opener = urllib.request.build_opener(
+        urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=config.registry_ca_file)),
+        _SameOriginRedirects(credentials="Authorization" in headers))
+    request = urllib.request.Request(url, headers=headers)  # noqa: S310 - configured URL
     try:
-        with urllib.request.urlopen(request, timeout=config.registry_timeout_s,  # noqa: S310
-                                    context=context) as response:
-            return json.loads(response.read())
+        with opener.open(request, timeout=config.registry_timeout_s) as response:
+            return json.loads(_read_capped(response, url))
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             raise UnknownSchemaId(f"{url}: not in the registry (404)") from None
@@ -114,10 +192,11 @@ class RegistrySchemas:
 
 
 def writer_schemas(config: AvroConfig) -> WriterSchemas:
-    """The registry when one is configured, else the ``.avsc`` file."""
-    if config.registry_url is not None:
-        return RegistrySchemas(config)
+    """The ``.avsc`` file for its id, the registry for every (other) id; at least one of them."""
+    registry = RegistrySchemas(config) if config.registry_url is not None else None
     if config.schema_file is not None:
-        return FileSchema(config.schema_file)
+        return FileSchema(config.schema_file, config.schema_id, registry)
+    if registry is not None:
+        return registry
     raise ConfigError("set avro.registry_url or avro.schema_file for kafka.value_format: avro",
                       "avro.registry_url")

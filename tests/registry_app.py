@@ -1,8 +1,9 @@
 """A small local schema registry for tests: the documented Confluent endpoint
 ``GET /schemas/ids/{id}`` → ``{"schema": "<Avro schema JSON text>"}`` (404 with error code 40403
 for an unknown id) and ``GET /subjects/{subject}/versions/latest`` (the subject's schema is the
-id given for it in ``subjects``), optional HTTP basic auth, and a switch that makes it answer 503 as a
-registry outage would. No schema registry ships in the package indexes this project can reach,
+id given for it in ``subjects``), optional HTTP basic auth, a switch that makes it answer 503 as a
+registry outage would, redirects (``redirects``: path → ``Location``) and padding that makes an
+answer as large as a test needs. No schema registry ships in the package indexes this project can reach,
 so the tests serve the endpoint themselves; the framing of values is Confluent's documented
 wire format (magic byte 0, 4-byte big-endian id, Avro binary body), encoded with fastavro."""
 
@@ -38,6 +39,12 @@ class LocalRegistry:
         self.subjects = subjects or {}
         self.down = False
         self.requests: list[str] = []
+        self.authorizations: list[str | None] = []
+        """The ``Authorization`` header of every request (``None``: none was sent)."""
+        self.redirects: dict[str, str] = {}
+        """Request path → the URL a 302 answer sends the client to."""
+        self.padding = 0
+        """Characters of filler added to every schema answer."""
         expected = (None if user is None
                     else "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
         registry = self
@@ -56,6 +63,13 @@ class LocalRegistry:
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 registry.requests.append(self.path)
+                registry.authorizations.append(self.headers.get("Authorization"))
+                if self.path in registry.redirects:
+                    self.send_response(302)
+                    self.send_header("Location", registry.redirects[self.path])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return None
                 if registry.down:
                     return self._answer(503, {"error_code": 50301, "message": "unavailable"})
                 if expected is not None and self.headers.get("Authorization") != expected:
@@ -65,7 +79,8 @@ class LocalRegistry:
                     schema = registry.schemas.get(int(parts[2]))
                     if schema is None:
                         return self._answer(404, {"error_code": 40403, "message": "Schema not found"})
-                    return self._answer(200, {"schema": json.dumps(schema)})
+                    padding = {"pad": "x" * registry.padding} if registry.padding else {}
+                    return self._answer(200, {"schema": json.dumps(schema), **padding})
                 if (len(parts) == 4 and parts[0] == "subjects" and parts[2:] == ["versions", "latest"]
                         and parts[1] in registry.subjects):
                     schema_id = registry.subjects[parts[1]]
