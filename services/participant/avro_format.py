@@ -8,8 +8,9 @@ ignored and counted, ``int`` is taken for BIGINT/DOUBLE, ``float`` for DOUBLE). 
 arrive as the decoder takes them: ``timestamp-millis``/``-micros`` and ``date`` as ISO text,
 ``uuid`` as its text, an ``enum`` symbol as a string.
 
-Outcomes: the dict; a ``Rejected`` (not the framing, an unknown schema id, a body that does not
-decode); or ``Deferred`` when the registry cannot be asked — nothing is wrong with the record,
+Outcomes: the dict; a ``Rejected`` (not the framing, an unknown schema id, a writer schema
+refused by :mod:`.avro_limits` because a few bytes could decode to an unbounded amount, a body
+that does not decode); or ``Deferred`` when the registry cannot be asked — nothing is wrong with the record,
 so its partition waits and tries again rather than dead-letter good data.
 """
 
@@ -23,6 +24,7 @@ from typing import Any
 
 from fastavro import parse_schema, schemaless_reader
 
+from services.participant.avro_limits import unsafe_schema
 from services.participant.decoded import INVALID_AVRO, UNKNOWN_SCHEMA_ID, Deferred, Rejected
 from shared.schema_registry import RegistryUnavailable, UnknownSchemaId, WriterSchemas
 
@@ -33,16 +35,30 @@ _HEADER = struct.Struct(">bI")
 
 
 class AvroValues:
-    """Parses framed Avro values with writer schemas from ``schemas`` (parsed once per id)."""
+    """Parses framed Avro values with writer schemas from ``schemas``; each id's schema is
+    parsed and checked (:func:`~services.participant.avro_limits.unsafe_schema`) once, and an
+    id whose schema is unusable is remembered as such (an id never changes meaning)."""
 
     def __init__(self, schemas: WriterSchemas) -> None:
         self._schemas = schemas
         self._parsed: dict[int, Any] = {}
 
     def _writer(self, schema_id: int) -> Any:
+        """The parsed writer schema, or the ``Rejected`` every value of this id gets."""
         parsed = self._parsed.get(schema_id)
-        if parsed is None:
-            parsed = self._parsed[schema_id] = parse_schema(self._schemas.get(schema_id))
+        if parsed is not None:
+            return parsed
+        schema = self._schemas.get(schema_id)  # UnknownSchemaId, RegistryUnavailable: not cached
+        try:
+            parsed = parse_schema(schema)
+        except Exception as exc:  # noqa: BLE001 - a schema fastavro refuses is the record's problem
+            parsed = Rejected(UNKNOWN_SCHEMA_ID, f"schema id {schema_id} is not a usable Avro "
+                              f"schema: {type(exc).__name__}: {exc}")
+        else:
+            refused = unsafe_schema(parsed)
+            if refused is not None:
+                parsed = Rejected(INVALID_AVRO, f"writer schema id {schema_id} is refused: {refused}")
+        self._parsed[schema_id] = parsed
         return parsed
 
     def parse(self, value: bytes) -> dict[str, Any] | Rejected | Deferred:
@@ -56,8 +72,8 @@ class AvroValues:
             return Rejected(UNKNOWN_SCHEMA_ID, str(exc))
         except RegistryUnavailable as exc:
             return Deferred(str(exc))
-        except Exception as exc:  # noqa: BLE001 - a schema fastavro refuses is the record's problem
-            return Rejected(UNKNOWN_SCHEMA_ID, f"schema id {schema_id} is not a usable Avro schema: {exc}")
+        if type(writer) is Rejected:
+            return writer
         body = io.BytesIO(value)
         body.seek(_HEADER.size)
         try:
@@ -72,7 +88,7 @@ class AvroValues:
         for name, field in datum.items():
             kind = type(field)
             if kind in _TEXTUAL or kind is list or kind is dict:
-                datum[name] = _plain(field)
+                datum[name] = _plain(field)  # depth bounded by the schema (avro_limits.MAX_DEPTH)
         return datum
 
 

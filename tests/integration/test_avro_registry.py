@@ -4,18 +4,21 @@ schemas served by a small local registry app (no registry ships in the reachable
 indexes). The registry is down when the sink starts: partitions pause and retry instead of
 dead-lettering; once it answers, every record lands exactly once and reads back (hudi-rs)
 equal to the input (timestamp-millis, an enum, a nullable double, a DECIMAL(9, 2) from Avro's
-``decimal`` logical type, an array, a map and a nested record)."""
+``decimal`` logical type, an array, a map and a nested record). Then a decoding bomb (15
+bytes whose writer schema lets them claim 10 million ``null`` items) arrives: it ends as one
+dead letter within a second, and its partition goes on."""
 
 from __future__ import annotations
 
 import asyncio
+import struct
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from pipeline import Pipeline, wait_until
 from registry_app import LocalRegistry, confluent_avro
@@ -43,6 +46,11 @@ WRITER: dict[str, Any] = {
     ],
 }
 START = datetime(2024, 5, 1, tzinfo=UTC)
+BOMB_SCHEMA: dict[str, Any] = {"type": "record", "name": "Bomb", "fields": [
+    {"name": "id", "type": "string"}, {"name": "junk", "type": {"type": "array", "items": "null"}}]}
+BOMB = struct.pack(">bI", 0, 2) + b"\x02b" + b"\x80\xda\xc4\x09\x00"  # id "b", 10^7 nulls
+TAIL = 20
+"""Good records after the bomb, on each partition."""
 
 
 def _record(partition: int, n: int) -> dict[str, Any]:
@@ -53,32 +61,57 @@ def _record(partition: int, n: int) -> dict[str, Any]:
             "channel": "app"}
 
 
-def _produce(bootstrap: str, topic: str, partitions: int) -> None:
-    async def send() -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-        await admin.start()
-        try:
-            await admin.create_topics([NewTopic(topic, partitions, 1)])
-        finally:
-            await admin.close()
+def _produce(bootstrap: str, topic: str, values: dict[int, list[bytes]], create: bool) -> list[int]:
+    """Send ``values`` by partition (creating the topic first); their broker timestamps."""
+    async def send() -> list[int]:
+        if create:
+            admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+            await admin.start()
+            try:
+                await admin.create_topics([NewTopic(topic, len(values), 1)])
+            finally:
+                await admin.close()
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
         await producer.start()
         try:
-            for partition in range(partitions):
-                for n in range(PER_PARTITION):
-                    await producer.send(topic, confluent_avro(1, WRITER, _record(partition, n)),
-                                        key=f"k{n}".encode(), partition=partition)
-            await producer.flush()
+            sent = [await producer.send(topic, value, key=f"k{n}".encode(), partition=partition)
+                    for partition, batch in values.items() for n, value in enumerate(batch)]
+            return [(await future).timestamp for future in sent]
         finally:
             await producer.stop()
 
-    asyncio.run(send())
+    return asyncio.run(send())
+
+
+def _good(partition: int, numbers: range) -> list[bytes]:
+    return [confluent_avro(1, WRITER, _record(partition, n)) for n in numbers]
+
+
+def _dead_letters(bootstrap: str, topic: str) -> list[ConsumerRecord[bytes, bytes]]:
+    """Every record of ``topic`` (read until it stays idle for 3 s)."""
+    async def read() -> list[ConsumerRecord[bytes, bytes]]:
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                    enable_auto_commit=False)  # no group: every partition
+        await consumer.start()
+        try:
+            found: list[ConsumerRecord[bytes, bytes]] = []
+            idle = 0
+            while idle < 3:
+                batches = await consumer.getmany(timeout_ms=1000)
+                got = [record for records in batches.values() for record in records]
+                found += got
+                idle = 0 if got else idle + 1
+            return found
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(read())
 
 
 def test_avro_round_trip_with_a_registry_outage_at_start(
     broker: EmbeddedBroker, tmp_path: Path, unique_name: str
 ) -> None:
-    with LocalRegistry({1: WRITER}) as registry:
+    with LocalRegistry({1: WRITER, 2: BOMB_SCHEMA}) as registry:
         registry.down = True
         pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap, partitions=2, overrides={
             "kafka": {"value_format": "avro"},
@@ -89,27 +122,40 @@ def test_avro_round_trip_with_a_registry_outage_at_start(
             "service": {"retry_backoff_ms": 500},
         })
         try:
-            _produce(pipeline.bootstrap, pipeline.topic, pipeline.partitions)
+            _produce(pipeline.bootstrap, pipeline.topic,
+                     {p: _good(p, range(PER_PARTITION)) for p in range(pipeline.partitions)}, True)
             _, participant = pipeline.start_ready("coordinator", "participant")
             wait_until(lambda: "paused at offset 0" in participant.log_path.read_text(), 120,
                        "the participant pausing on the unreachable registry")
             outage_commits = pipeline.completed_commits()
             registry.down = False
             pipeline.wait_offsets(PER_PARTITION, timeout_s=180)
+            # Caught up: the bomb then good records on partition 0, as many good ones on 1.
+            more = range(PER_PARTITION, PER_PARTITION + TAIL)
+            bomb_sent = _produce(pipeline.bootstrap, pipeline.topic, {
+                0: [BOMB, *_good(0, more)], 1: _good(1, range(PER_PARTITION, PER_PARTITION + TAIL + 1))},
+                False)[0]
+            pipeline.wait_offsets(PER_PARTITION + TAIL + 1, timeout_s=120)
             table = pipeline.read()
+            [letter] = _dead_letters(pipeline.bootstrap, f"{unique_name}-dlq")
         finally:
             pipeline.stop_all()
+    headers = {k: v.decode() for k, v in letter.headers}
+    assert (headers["hudi.sink.error.class"], headers["hudi.sink.source.partition"],
+            headers["hudi.sink.source.offset"]) == ("InvalidAvro", "0", str(PER_PARTITION))
+    assert "junk" in headers["hudi.sink.error.message"] and letter.value == BOMB
+    assert letter.timestamp - bomb_sent < 1000, f"{letter.timestamp - bomb_sent} ms"  # old: a row
     # Nothing was dead-lettered or committed past the paused records during the outage.
     for instant in outage_commits:
         assert pipeline.offsets_of(instant) in ({}, {0: 0, 1: 0})
     dlq = sum(int(pipeline.commit_metadata(i)["extraMetadata"].get("hudi.sink.records.dlq", 0))
               for i in pipeline.completed_commits())
-    assert dlq == 0
+    assert dlq == 1  # the bomb
     columns = ["id", "ts", "country", "amount", "payload", "price", "tags", "attrs", "addr"]
     rows = {r["id"]: r for r in table.select(columns).to_pylist()}
-    assert len(rows) == table.num_rows == PER_PARTITION * pipeline.partitions
+    assert len(rows) == table.num_rows == (PER_PARTITION + TAIL) * pipeline.partitions + 1
     for partition in range(pipeline.partitions):
-        for n in range(PER_PARTITION):
+        for n in range(PER_PARTITION + TAIL + partition):
             sent = _record(partition, n)
             expected = {key: sent[key] for key in columns}
             expected["attrs"] = list(sent["attrs"].items())  # Arrow maps read as (key, value) lists
