@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Context, Decimal, InvalidOperation
+from math import isinf
 from typing import Any
 
 import orjson
@@ -26,7 +27,9 @@ from services.participant.decoded import (
     INVALID_DECIMAL,
     INVALID_TIMESTAMP,
     TYPE_MISMATCH,
+    JsonNumber,
     Rejected,
+    Unreadable,
 )
 from shared.schema import Column, ColumnKind
 
@@ -101,6 +104,7 @@ _TIMESTAMP_HINT = (
 )
 
 _CLIP = 60  # characters of an offending value shown in a message
+_as_json = lambda v: orjson.Fragment(str(v)) if isinstance(v, Decimal) else str(v)  # noqa: E731
 
 
 def _clip(text: str) -> str:
@@ -128,9 +132,13 @@ def describe(value: object) -> str:
         return f"integer {_clip(str(value))}"
     if kind is float:
         return f"number {value!r}"
+    if kind is JsonNumber or kind is Decimal:
+        return f"number {_clip(str(value))}"
+    if kind is Unreadable:
+        return value.reason  # type: ignore[attr-defined]
     label = "object" if kind is dict else "array" if kind is list else kind.__name__
     try:
-        rendered = orjson.dumps(value).decode()
+        rendered = orjson.dumps(value, default=_as_json).decode()  # exact numbers as numbers
     except orjson.JSONEncodeError:  # nested deeper than orjson.dumps allows
         size = len(value) if isinstance(value, dict | list) else 0
         return f"{label} of {size} entries"
@@ -158,9 +166,9 @@ def _exact_converter(name: str, label: str, accepted: type) -> Converter:
 
 
 def _integer_converter(name: str, label: str, low: int, high: int) -> Converter:
-    # ``type(v) is int`` excludes bool (a subclass of int) and floats such as 3.0: a
-    # float in an integer column usually means a producer bug that would otherwise be
-    # hidden. orjson turns integers beyond 64 bits into floats, so those fail here too.
+    # ``type(v) is int`` excludes bool (a subclass of int) and numbers such as 3.0: a
+    # producer bug otherwise hidden. orjson makes integers beyond 64 bits floats (rejected; the
+    # decoder then reads the value again exactly, so the message quotes the integer sent).
     def convert(value: Any) -> Any:
         if type(value) is int:
             if low <= value <= high:
@@ -172,14 +180,15 @@ def _integer_converter(name: str, label: str, low: int, high: int) -> Converter:
 
 
 def _double_converter(name: str) -> Converter:
-    # Only reached for non-floats (floats take the fast path). orjson ints fit in 64 bits,
-    # so float() cannot overflow.
+    # Only reached for non-floats (floats take the fast path). Ints and exact JSON numbers are
+    # JSON text orjson read as a finite double, so float() is finite (the check is a guard).
     def convert(value: Any) -> Any:
         kind = type(value)
         if kind is float:
             return value
-        if kind is int:
-            return float(value)
+        if kind is int or kind is JsonNumber:
+            number = float(value)
+            return number if not isinf(number) else _mismatch(name, "DOUBLE", value, "out of range")
         return _mismatch(name, "DOUBLE", value)
 
     return convert
@@ -188,7 +197,7 @@ def _double_converter(name: str) -> Converter:
 def _float_converter(name: str) -> Converter:
     def convert(value: Any) -> Any:
         kind = type(value)
-        if kind is float or kind is int:
+        if kind is float or kind is int or kind is JsonNumber:
             number = float(value)
             if -_FLOAT32_MAX <= number <= _FLOAT32_MAX:
                 return number
@@ -264,36 +273,44 @@ _WIDE = Context(prec=80)
 
 
 def _decimal_converter(name: str, precision: int, scale: int) -> Converter:
-    """DECIMAL(p, s): a JSON number or numeric string, or an Avro ``decimal`` (Decimal), exact —
-    a value with more than ``s`` decimal places or more than ``p - s`` integer digits is refused,
-    never rounded."""
+    """DECIMAL(p, s): a JSON number (read exactly: :class:`JsonNumber` or int), a numeric
+    string (ASCII: ``Decimal()`` alone takes ``1_000`` and Arabic-Indic digits) or an Avro
+    ``decimal``, exact: more than ``s`` places or ``p - s`` integer digits is refused, never
+    rounded. The magnitude (``adjusted()``, constant time) is checked before ``quantize``, so
+    its context never holds more than p + 1 digits: ``1e78`` "does not fit", never a
+    ``decimal.InvalidOperation`` escaping the decoder."""
     label = f"DECIMAL({precision}, {scale})"
     quantum = Decimal(1).scaleb(-scale)
-    limit = Decimal(10) ** (precision - scale)
+    integer_digits = precision - scale
+
+    def invalid(value: Any, why: str) -> Rejected:
+        return Rejected(INVALID_DECIMAL, f"field {name!r}: {describe(value)} {why}")
 
     def convert(value: Any) -> Any:
         kind = type(value)
-        if kind is Decimal:
+        if kind is JsonNumber or kind is Decimal:
             number = value
         elif kind is int:
             number = Decimal(value)
-        elif kind is float:
+        elif kind is float:  # an Avro double; JSON numbers arrive as JsonNumber or int
             number = Decimal(repr(value))  # the shortest text that reads back as this float
         elif kind is str:
-            try:
-                number = Decimal(value.strip())
+            text = value.strip()
+            try:  # not a number, or an exponent past 10**18: InvalidOperation
+                number = Decimal(text if text.isascii() and "_" not in text else "-")
             except InvalidOperation:
-                return Rejected(INVALID_DECIMAL, f"field {name!r}: {describe(value)} is not a number")
+                return invalid(value, "is not a number")
+        elif kind is Unreadable:
+            return Rejected(INVALID_DECIMAL, f"field {name!r}: {value.reason}")
         else:
             return _mismatch(name, f"{label} (number or numeric string)", value)
         if not number.is_finite():
-            return Rejected(INVALID_DECIMAL, f"field {name!r}: {describe(value)} is not finite")
+            return invalid(value, "is not finite")
+        if number and number.adjusted() >= integer_digits:
+            return invalid(value, f"does not fit {label}")
         exact = number.quantize(quantum, context=_WIDE)
         if exact != number:
-            return Rejected(INVALID_DECIMAL, f"field {name!r}: {describe(value)} has more than "
-                            f"{scale} decimal place(s) ({label})")
-        if abs(exact) >= limit:
-            return Rejected(INVALID_DECIMAL, f"field {name!r}: {describe(value)} does not fit {label}")
+            return invalid(value, f"has more than {scale} decimal place(s) ({label})")
         return exact
 
     return convert
@@ -335,9 +352,12 @@ def column_converter(column: Column) -> tuple[type | None, Converter]:
         def convert_array(value: Any) -> Any:
             if type(value) is not list:
                 return _mismatch(name, "ARRAY (a JSON array)", value)
-            out = [item(v) for v in value]
-            bad = next((v for v in out if type(v) is Rejected), None)
-            return bad if bad is not None else out
+            out = []
+            for converted in map(item, value):
+                if type(converted) is Rejected:
+                    return converted  # no work (nor a message) for the items after it
+                out.append(converted)
+            return out
 
         return None, convert_array
     if kind is ColumnKind.MAP:
@@ -346,9 +366,12 @@ def column_converter(column: Column) -> tuple[type | None, Converter]:
         def convert_map(value: Any) -> Any:
             if type(value) is not dict:
                 return _mismatch(name, "MAP (a JSON object)", value)
-            out = {key: entry(v) for key, v in value.items()}
-            bad = next((v for v in out.values() if type(v) is Rejected), None)
-            return bad if bad is not None else out
+            out = {}
+            for key, v in value.items():
+                if type(converted := entry(v)) is Rejected:
+                    return converted
+                out[key] = converted
+            return out
 
         return None, convert_map
     if kind is ColumnKind.STRUCT:

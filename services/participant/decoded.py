@@ -11,6 +11,7 @@ outcomes do not depend on how a record is decoded.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from operator import itemgetter
 
 import pyarrow as pa
@@ -39,7 +40,10 @@ __all__ = [
     "INVALID_AVRO",
     "UNKNOWN_SCHEMA_ID",
     "INVALID_DECIMAL",
+    "DECODE_ERROR",
     "Deferred",
+    "JsonNumber",
+    "Unreadable",
 ]
 
 # Error classes: stable names, used as DLQ header values and metric labels.
@@ -57,6 +61,10 @@ NOT_AN_ENVELOPE = "NotAConnectEnvelope"
 INVALID_AVRO = "InvalidAvro"
 UNKNOWN_SCHEMA_ID = "UnknownSchemaId"
 INVALID_DECIMAL = "InvalidDecimal"
+DECODE_ERROR = "DecodeError"
+"""Last resort: the decoder itself failed on this value (an exception it did not expect). The
+record is dead-lettered with the exception's type and message rather than crash the
+participant on it again and again; the participant logs it as a bug to fix."""
 
 
 #: Every ``Rejected.error_class`` the decoder can produce (e.g. to pre-register metrics).
@@ -76,8 +84,30 @@ ERROR_CLASSES = frozenset(
         INVALID_AVRO,
         UNKNOWN_SCHEMA_ID,
         INVALID_DECIMAL,
+        DECODE_ERROR,
     }
 )
+
+
+class JsonNumber(Decimal):
+    """A JSON number with a fraction or an exponent, exactly as its text says.
+
+    Where the exact value matters (a table with DECIMAL columns) numbers are read into this
+    instead of a float: ``12345678901234567.89`` as a float is ``12345678901234568.0``. Its
+    own type (not plain ``Decimal``) lets the converters tell a JSON number, which a DOUBLE
+    column takes, from an Avro ``decimal``, which it does not."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A wire value the format could not turn into anything (a Connect ``Decimal`` that is not
+    base64 of at most 38 digits, or whose scale is absurd; a Connect ``Date`` past year 9999).
+    Not an error by itself: it only rejects the record if it lands in a column, whose
+    converter names it with ``reason``."""
+
+    reason: str
 
 
 @dataclass(slots=True)

@@ -15,7 +15,18 @@ at the edge puts the bad record, untouched, in the dead-letter topic with a reas
 
 Why never raise: the participant decides what a rejection means (``errors.tolerance``: DLQ or
 fail). An exception escaping from decoding would instead crash the consumer loop on a poison
-record and replay it forever. The guarantee is tested with arbitrary bytes (hypothesis).
+record and replay it forever, on every process the partition moves to. The known causes are
+handled where they arise (bounded digits and scales, depth limits); as a last resort any
+other exception becomes a :class:`Rejected` of class ``DecodeError`` with the exception's
+type and message, and is logged as the bug it is. The guarantee is tested with arbitrary
+bytes, JSON and Connect envelopes (hypothesis).
+
+Exact numbers: the fast parse (orjson) reads numbers with a fraction or exponent as floats.
+When a DECIMAL column (at any depth) receives such a float, the value is read again exactly
+(:func:`.json_format.parse_object_exact`), so a decimal is never rounded; a table without
+DECIMAL columns keeps the single orjson parse. A rejected value is read again exactly too, so
+its message quotes the numbers as they were sent (a 25-digit integer in a BIGINT column is
+"out of range", not a rounded float) and its outcome is the same whichever reading ran first.
 
 Where the parts are: the wire format (bytes → JSON object) in :mod:`.json_format`, the
 coercion of each value to its column's type in :mod:`.coercion`, the outcomes in
@@ -31,11 +42,13 @@ a loop over ``decode`` was measured to be just as fast.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from services.participant.coercion import column_converter
 from services.participant.decoded import (
+    DECODE_ERROR,
     MISSING_RECORD_KEY,
     MISSING_REQUIRED_FIELD,
     PARTITION_VALUE_TOO_LONG,
@@ -47,10 +60,15 @@ from services.participant.decoded import (
     Skipped,
     rows_to_arrow,
 )
-from services.participant.json_format import parse_connect_envelope, parse_object
+from services.participant.json_format import (
+    parse_connect_envelope,
+    parse_connect_envelope_exact,
+    parse_object,
+    parse_object_exact,
+)
 from shared.errors import InvalidPartitionValue
 from shared.hudi.naming import MAX_DIR_NAME_BYTES, partition_path
-from shared.schema import TableSchema
+from shared.schema import Column, ColumnKind, TableSchema
 
 __all__ = ["RecordDecoder", "Decoded", "Row", "Skipped", "Rejected", "Deferred", "rows_to_arrow",
            "ValueParser"]
@@ -60,12 +78,15 @@ ValueParser = Callable[[bytes], "dict[str, Any] | Rejected | Deferred | None"]
 
 _TOMBSTONE = Skipped("tombstone")
 
+log = logging.getLogger("hudi_sink.participant")
+_MAX_MESSAGE = 300  # characters of an exception's message kept in a DecodeError
+
 
 class RecordDecoder:
     """Decodes record values for one table schema; build once, reuse for every record."""
 
     __slots__ = ("_schema", "_max_record_bytes", "_plan", "_names", "_key", "_partition", "_hive_style",
-                 "_ncols", "_parse")
+                 "_ncols", "_parse", "_parse_exact", "_decimals", "_failures_logged")
 
     def __init__(self, schema: TableSchema, max_record_bytes: int,
                  *, hive_style: bool = False, connect_envelope: bool = False,
@@ -85,6 +106,13 @@ class RecordDecoder:
         self._ncols = len(schema.value_columns)
         self._parse: ValueParser = value_parser or (
             parse_connect_envelope if connect_envelope else parse_object)
+        # The exact reading of the same format; None for another format (Avro is exact).
+        self._parse_exact: ValueParser | None = None if value_parser is not None else (
+            parse_connect_envelope_exact if connect_envelope else parse_object_exact)
+        # Columns a float must not reach: (name, True when the DECIMAL is nested inside).
+        self._decimals = tuple((c.name, c.kind is not ColumnKind.DECIMAL)
+                               for c in schema.value_columns if _holds_decimal(c))
+        self._failures_logged: set[type] = set()
 
     @property
     def schema(self) -> TableSchema:
@@ -104,6 +132,31 @@ class RecordDecoder:
 
     def decode(self, value: bytes | None) -> Decoded:
         """Decode one record value; never raises (see module docstring)."""
+        try:
+            return self._decode(value)
+        except Exception as exc:  # noqa: BLE001 - the last resort: a poison record must not kill us
+            return self._failed(exc)
+
+    def _failed(self, exc: Exception) -> Rejected:
+        """The decoder failed on a value: dead-letter it (or stop, under errors.tolerance:
+        fail), logged with its traceback once per exception type, in one line after that."""
+        kind = type(exc).__name__
+        try:
+            text = str(exc)
+        except Exception:  # noqa: BLE001 - even a broken __str__ must not escape
+            text = "(no message)"
+        if len(text) > _MAX_MESSAGE:
+            text = f"{text[:_MAX_MESSAGE]}... ({len(text)} chars)"
+        if type(exc) in self._failures_logged:
+            log.warning("decoder failed on a record value (%s: %s); rejected as %s",
+                        kind, text, DECODE_ERROR)
+        else:
+            self._failures_logged.add(type(exc))
+            log.error("decoder failed on a record value (%s: %s); rejected as %s. A bug of "
+                      "the sink: please report it", kind, text, DECODE_ERROR, exc_info=exc)
+        return Rejected(DECODE_ERROR, f"the decoder failed on this value: {kind}: {text}")
+
+    def _decode(self, value: bytes | None) -> Decoded:
         if value is None:
             return _TOMBSTONE
         if len(value) > self._max_record_bytes:
@@ -116,7 +169,29 @@ class RecordDecoder:
             return _TOMBSTONE
         if not isinstance(obj, dict):  # Rejected, or Deferred (a registry out of reach)
             return obj
+        exact = self._parse_exact
+        if exact is not None and self._decimals and self._float_in_decimals(obj):
+            obj, exact = exact(value), None
+            if not isinstance(obj, dict):  # too deep for the exact reader (orjson took it)
+                return _TOMBSTONE if obj is None else obj
+        result = self._row(obj)
+        if exact is not None and type(result) is Rejected:
+            # Word the rejection with the numbers as sent (orjson made them floats).
+            again = exact(value)
+            if isinstance(again, dict):
+                return self._row(again)
+        return result
 
+    def _float_in_decimals(self, obj: dict[str, Any]) -> bool:
+        """Whether orjson read a number a DECIMAL column would take as a float."""
+        for name, nested in self._decimals:
+            field = obj.get(name)
+            if type(field) is float or (nested and _holds_float(field)):
+                return True
+        return False
+
+    def _row(self, obj: dict[str, Any]) -> Row | Rejected:
+        """The parsed object against the schema: the row, or the first reason it is not one."""
         get = obj.get
         key_name = self._key
         raw_key = get(key_name)
@@ -152,6 +227,27 @@ class RecordDecoder:
             None if partition is None else obj[partition],
             unknown,
         )
+
+
+def _holds_decimal(column: Column) -> bool:
+    return column.kind is ColumnKind.DECIMAL or any(_holds_decimal(c) for c in column.children)
+
+
+def _holds_float(value: Any) -> bool:
+    """Whether a nested value holds a float at any depth (iterative: orjson nests 1,024 deep,
+    deeper than Python's recursion limit)."""
+    if type(value) is not dict and type(value) is not list:
+        return False
+    pending = [value]
+    while pending:
+        node = pending.pop()
+        for item in node.values() if type(node) is dict else node:
+            kind = type(item)
+            if kind is float:
+                return True
+            if kind is dict or kind is list:
+                pending.append(item)
+    return False
 
 
 def _missing_key(name: str, obj: dict[str, Any]) -> Rejected:

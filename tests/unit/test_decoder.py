@@ -282,9 +282,20 @@ def test_bigint_accepts_int64_range(number: int) -> None:
 
 @pytest.mark.parametrize("number", [-(2**63) - 1, 2**63, 2**64 - 1, 2**64, 10**30])
 def test_bigint_rejects_outside_int64(number: int) -> None:
-    # orjson yields floats for integers beyond 64 bits: rejected as a number.
     result = rejected(decoder.decode(enc({"id": "a", "qty": number})), "TypeMismatch")
     assert "BIGINT" in result.message
+
+
+@pytest.mark.parametrize("table", [ORDERS_DDL, ORDERS_DDL + ", price DECIMAL(38, 2)"])
+def test_bigint_beyond_64_bits_is_rejected_quoting_the_integer_sent(table: str) -> None:
+    """orjson reads a 25-digit integer as a float: never stored wrapped or rounded, and the
+    dead letter's message names the integer that was sent, not 1.2345678901234568e+24."""
+    d = RecordDecoder(TableConfig(schema=table, record_key_field="id").table_schema(), MAX_BYTES)
+    for value in (b'{"id": "a", "qty": 1234567890123456789012345}',
+                  b'{"id": "a", "qty": 1234567890123456789012345, "price": 1.5}'):
+        result = rejected(d.decode(value), "TypeMismatch")
+        assert result.message == ("field 'qty': expected BIGINT (64-bit integer), got integer "
+                                  "1234567890123456789012345 (out of range)")
 
 
 @pytest.mark.parametrize("number", [0, -(2**31), 2**31 - 1])
