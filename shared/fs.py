@@ -5,7 +5,9 @@ Every byte the sink puts into (or reads from) a Hudi table goes through :class:`
 untested), picked by ``shared.storage.filesystem_for``. The interface is deliberately small and
 maps onto object-store primitives:
 
-- ``write_atomic``  -> one PUT (readers never see a partial object),
+- ``write_atomic``  -> one PUT (readers never see a partial object); ``write_file`` the same
+  from a local file, streamed (a multipart upload),
+- ``open_read`` -> ranged GETs (a large file is read in parts),
 - ``create_exclusive`` -> PUT with ``If-None-Match: *`` (the fencing primitive: the second
   writer of the same path loses, and nobody ever sees partial content),
 - ``rename`` -> copy + delete (not atomic on object stores; callers must make it idempotent,
@@ -28,10 +30,11 @@ import os
 import secrets
 import shutil
 import stat as stat_module
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import BinaryIO, Protocol, runtime_checkable
 
+from shared.durable import fsync_and_close, fsync_dir, makedirs_durable, unlink_quiet
 from shared.errors import ConfigError
 
 __all__ = ["FileInfo", "FileSystem", "LocalFileSystem", "filesystem_for"]
@@ -56,6 +59,11 @@ class FileInfo:
     size: int
     mtime: float
     is_dir: bool
+    mtime_is_write_start: bool = False
+    """The store stamps a write's *start* (S3: a multipart upload's ``LastModified`` is when
+    the upload began), so a file uploaded slowly looks old the moment it lands: an age guard
+    must also count from when it first saw the file. Local files: False (``st_mtime`` moves
+    with every write)."""
 
 
 @runtime_checkable
@@ -64,6 +72,16 @@ class FileSystem(Protocol):
 
     def read_bytes(self, path: str) -> bytes:
         """Whole content of a file; FileNotFoundError when missing."""
+        ...
+
+    def open_read(self, path: str) -> BinaryIO:
+        """A seekable reader of a file (ranged GETs on object stores), so a large file is
+        read in parts instead of whole; FileNotFoundError when missing. Caller closes it."""
+        ...
+
+    def write_file(self, path: str, local_path: str) -> None:
+        """``write_atomic`` with the content of the local file ``local_path``, streamed
+        (a multipart upload on object stores): memory stays bounded whatever its size."""
         ...
 
     def write_atomic(self, path: str, data: bytes) -> None:
@@ -136,64 +154,14 @@ def _local(path: str) -> str:
     return path
 
 
-# fsync errors meaning "this kind of file cannot be synced" (nothing to persist), as opposed to
-# EIO/ENOSPC, which mean the data may be lost and must surface.
-_NO_SYNC_ERRNOS = frozenset({errno.EINVAL, errno.EROFS, errno.ENOTSUP, errno.EOPNOTSUPP})
+_COPY_CHUNK = 1024 * 1024
 
 
-def _fsync_dir(directory: str) -> None:
-    """Make a directory's entries durable.
-
-    A directory that is gone, or one the OS cannot open or sync (no ``O_DIRECTORY``, a
-    filesystem without directory sync), has nothing this process could persist; an I/O error
-    during the sync itself is raised, because then a just-created entry may not survive.
-    """
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        if exc.errno in _NO_SYNC_ERRNOS or exc.errno in (errno.EISDIR, errno.EACCES, errno.ENOTDIR):
-            return
-        raise
-    _fsync_and_close(fd)
-
-
-def _fsync_and_close(fd: int) -> None:
-    """``fsync`` then close; "cannot sync this kind of file" is fine, an I/O error is not."""
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno not in _NO_SYNC_ERRNOS:
-            raise
-    finally:
-        os.close(fd)
-
-
-def _makedirs_durable(directory: str) -> None:
-    """``os.makedirs`` whose new directories survive a power loss: each created directory's
-    parent is synced, so a file created inside it (and synced) is reachable after a crash.
-    Costs nothing when the directory already exists."""
-    missing: list[str] = []
-    current = directory
-    while current and not os.path.isdir(current):
-        missing.append(current)
-        parent = os.path.dirname(current)
-        if parent == current:
-            break
-        current = parent
-    if not missing:
-        return
-    os.makedirs(directory, exist_ok=True)
-    for created in reversed(missing):  # top-down: the parent of the outermost one first
-        _fsync_dir(os.path.dirname(created) or ".")
-
-
-def _unlink_quiet(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
 
 
 def _info(path: str, name: str, st: os.stat_result) -> FileInfo:
@@ -214,21 +182,22 @@ class LocalFileSystem:
     Hudi's timeline parsing and its base-file listing if a crash leaves one behind.
     """
 
-    def _write_temp(self, target: str, data: bytes) -> str:
-        """Write ``data`` to a fresh fsynced temp file beside ``target``; return its path."""
+    def _write_temp(self, target: str, data: bytes | Callable[[int], None]) -> str:
+        """Write ``data`` (or let ``data(fd)`` write) to a fresh fsynced temp file beside
+        ``target``; return its path."""
         parent = os.path.dirname(target) or "."
-        _makedirs_durable(parent)
+        makedirs_durable(parent)
         tmp = os.path.join(parent, f".{os.path.basename(target)}.{secrets.token_hex(8)}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            if callable(data):
+                data(fd)
+            else:
+                _write_all(fd, data)
             os.fsync(fd)
         except BaseException:
             os.close(fd)
-            _unlink_quiet(tmp)
+            unlink_quiet(tmp)
             raise
         os.close(fd)
         return tmp
@@ -237,16 +206,31 @@ class LocalFileSystem:
         with open(_local(path), "rb") as handle:
             return handle.read()
 
+    def open_read(self, path: str) -> BinaryIO:
+        return open(_local(path), "rb")
+
     def write_atomic(self, path: str, data: bytes) -> None:
         """Temp file + fsync + ``os.replace`` + directory fsync: all-or-nothing and durable."""
-        target = _local(path)
+        self._replace(_local(path), data)
+
+    def _replace(self, target: str, data: bytes | Callable[[int], None]) -> None:
         tmp = self._write_temp(target, data)
         try:
             os.replace(tmp, target)
         except BaseException:
-            _unlink_quiet(tmp)
+            unlink_quiet(tmp)
             raise
-        _fsync_dir(os.path.dirname(target) or ".")
+        fsync_dir(os.path.dirname(target) or ".")
+
+    def write_file(self, path: str, local_path: str) -> None:
+        """Copied in 1 MiB chunks into a temp file, then put in place as ``write_atomic`` does."""
+
+        def copy(fd: int) -> None:
+            with open(local_path, "rb") as source:
+                while chunk := source.read(_COPY_CHUNK):
+                    _write_all(fd, chunk)
+
+        self._replace(_local(path), copy)
 
     def create_exclusive(self, path: str, data: bytes) -> bool:
         """Temp file + fsync + ``os.link(tmp, path)``.
@@ -263,8 +247,8 @@ class LocalFileSystem:
         except FileExistsError:
             return False
         finally:
-            _unlink_quiet(tmp)
-        _fsync_dir(os.path.dirname(target) or ".")
+            unlink_quiet(tmp)
+        fsync_dir(os.path.dirname(target) or ".")
         return True
 
     def rename(self, src: str, dst: str) -> None:
@@ -310,7 +294,7 @@ class LocalFileSystem:
     def delete_tree(self, path: str) -> None:
         target = _local(path)
         if os.path.islink(target) or os.path.isfile(target):
-            _unlink_quiet(target)
+            unlink_quiet(target)
             return
         try:
             shutil.rmtree(target)
@@ -360,10 +344,10 @@ class LocalFileSystem:
     def fsync_file(self, path: str) -> None:
         """``fsync`` through a read-only descriptor: on POSIX it flushes every dirty page of the
         inode, whoever wrote them (Spark's Parquet writer never syncs its output)."""
-        _fsync_and_close(os.open(_local(path), os.O_RDONLY))
+        fsync_and_close(os.open(_local(path), os.O_RDONLY))
 
     def fsync_dir(self, path: str) -> None:
-        _fsync_dir(_local(path))
+        fsync_dir(_local(path))
 
 
 def filesystem_for(base_path: str) -> FileSystem:

@@ -8,19 +8,25 @@ credentials. How the interface maps onto object-store requests:
 
 - ``write_atomic`` -> one PUT (a PUT is atomic: readers see the old or the new object);
 - ``create_exclusive`` -> PUT with ``If-None-Match: *`` (``mode="create"``); the store answers
-  412 to every later create of the key, which is the fence (``AlreadyExistsError`` -> False).
-  A store that ignores the header would let two writers win; services probe for that at
-  start-up (:func:`shared.storage.check_exclusive_create`). ``object_store`` retries a request
-  that timed out; a create whose first attempt landed then reads as lost (412), which is the
-  safe side: the sink log reports "fenced", the coordinator steps down and its successor
-  rolls the recorded decision forward;
+  412 to every later create of the key, which is the fence. A store that ignores the header
+  would let two writers win; services probe for that at start-up
+  (:func:`shared.storage.check_exclusive_create`). Neither answer is taken at its word: the
+  key is read back and the create won exactly when it holds our bytes (every entry names its
+  writer's epoch, so a rival's differs). A 412 can answer our own PUT whose reply was lost and
+  that ``object_store`` retried; S3 answers ``409 ConditionalRequestConflict`` while another
+  conditional write of the key is in flight, and that write may still fail: a 409 with no
+  object behind it is retried (``CREATE_ATTEMPTS``), never read as fenced;
 - ``rename`` -> HEAD of both, server-side COPY, DELETE of the source. Not atomic: a crash
   between COPY and DELETE leaves both, which a retry recognises (same size at the target)
   and finishes by deleting the source; a crash after the DELETE leaves only the target,
   which ``HudiTable.place_file`` recognises by the target's size (the COMMIT decision in the
   sink log records every move, so a successor finishes them). S3 has no copy-if-absent, so
   "never clobber" is a HEAD before the COPY: sound because every name a move targets is
-  unique to its writer (file ids are fresh UUIDs);
+  unique to its writer (file ids are fresh UUIDs). S3's COPY refuses a source over 5 GiB
+  (``COPY_LIMIT``) and ``object_store`` offers no UploadPartCopy, so a larger object is copied
+  by streaming its GET into a multipart PUT (the bytes pass through this process, a few parts
+  in memory at a time; the target appears whole when the upload completes, or not at all);
+- ``open_read`` -> ranged GETs; ``write_file`` -> a multipart PUT streamed from the file;
 - ``list_dir`` -> LIST with delimiter ``/``; ``walk_files`` -> LIST of the prefix;
 - ``delete`` -> HEAD + DELETE (the HEAD tells "already gone"); ``delete_tree`` -> LIST +
   batched DELETE; ``file_info``/``exists`` -> HEAD, then a one-key LIST for a "directory";
@@ -29,8 +35,10 @@ credentials. How the interface maps onto object-store requests:
   committer relies on to notice a staged file that vanished).
 
 Paths are full URIs (``s3://bucket/prefix/…``); one instance serves one bucket. Keys are used
-literally (``%2F`` in a partition directory stays ``%2F``). Directories have no mtime: a
-"directory" entry reports 0.0.
+literally (``%2F`` in a partition directory stays ``%2F``), except that empty segments are
+dropped (``a//b`` is the key ``a/b``: S3 would hold them apart). Directories have no mtime: a
+"directory" entry reports 0.0; a file's mtime is ``LastModified``, which S3 stamps when a
+multipart upload *starts* (``FileInfo.mtime_is_write_start``).
 
 Credentials: ``object_store`` reads the standard environment variables (``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``, ``AWS_ENDPOINT_URL``,
@@ -40,17 +48,28 @@ names, lower case, as hudi-rs takes them) override them. Nothing here logs an op
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import io
 import re
+import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Any, BinaryIO, TypeVar, cast
 
 import obstore
 from obstore.exceptions import AlreadyExistsError, BaseError
-from obstore.store import from_url
 
 from shared.fs import FileInfo
+from shared.store_uri import (
+    OBJECT_STORE_SCHEMES,
+    StoreLocation,
+    is_object_store_uri,
+    open_store,
+    parse_store_uri,
+    reader_storage_options,
+    split_storage_options,
+)
 
 _R = TypeVar("_R")
 
@@ -75,9 +94,12 @@ def _storage_errors(call: Callable[..., _R]) -> Callable[..., _R]:
 
     return wrapped
 
+
 __all__ = [
+    "COPY_LIMIT",
     "OBJECT_STORE_SCHEMES",
     "StoreLocation",
+    "StorageError",
     "ObjectStoreFileSystem",
     "is_object_store_uri",
     "parse_store_uri",
@@ -85,98 +107,19 @@ __all__ = [
     "reader_storage_options",
 ]
 
-OBJECT_STORE_SCHEMES = ("s3", "gs", "az", "abfs", "abfss")
-"""Schemes served by :class:`ObjectStoreFileSystem` (only ``s3`` is tested)."""
-
-_OPTION_PREFIX = {"s3": "aws_", "gs": "google_", "az": "azure_", "abfs": "azure_", "abfss": "azure_"}
-_ENV_PREFIX = {"s3": "AWS_", "gs": "GOOGLE_", "az": "AZURE_", "abfs": "AZURE_", "abfss": "AZURE_"}
-
-# object_store's HTTP client keys (ClientConfigKey): passed as client options, not store config
-# (the store config refuses them), with or without the scheme's prefix (``aws_allow_http``).
-_CLIENT_KEYS = frozenset({
-    "allow_http", "allow_invalid_certificates", "connect_timeout", "default_content_type",
-    "http1_only", "http2_only", "http2_keep_alive_interval", "http2_keep_alive_timeout",
-    "http2_keep_alive_while_idle", "http2_max_frame_size", "pool_idle_timeout",
-    "pool_max_idle_per_host", "proxy_url", "proxy_ca_certificate", "proxy_excludes",
-    "randomize_addresses", "timeout", "user_agent",
-})
-
 _DELETE_BATCH = 1000
 """Keys per DeleteObjects request (S3's maximum)."""
 
+COPY_LIMIT = 5 * 1024**3
+"""The largest source S3's CopyObject accepts (5 GiB); larger objects are copied in parts."""
+PART_BYTES = 8 * 1024 * 1024
+"""Part size of streamed uploads and copies (S3: at least 5 MiB, at most 10,000 parts)."""
+_MAX_PARTS = 10_000
+PART_CONCURRENCY = 4
+CREATE_ATTEMPTS = 8
+"""Conditional creates answered ``409 ConditionalRequestConflict`` with no object behind."""
+_CONFLICT = re.compile(r"status code: 409|ConditionalRequestConflict")
 _SLASHES = re.compile(r"/{2,}")
-
-
-@dataclass(frozen=True)
-class StoreLocation:
-    """``scheme://bucket/prefix`` split up; ``root`` is ``scheme://bucket``."""
-
-    scheme: str
-    bucket: str
-    prefix: str
-
-    @property
-    def root(self) -> str:
-        return f"{self.scheme}://{self.bucket}"
-
-
-def is_object_store_uri(path: str) -> bool:
-    return "://" in path and path.split("://", 1)[0].lower() in OBJECT_STORE_SCHEMES
-
-
-def parse_store_uri(uri: str) -> StoreLocation:
-    """ValueError unless ``uri`` is ``scheme://bucket[/prefix]`` with a known scheme."""
-    if "://" not in uri:
-        raise ValueError(f"not an object-store URI: {uri!r}")
-    scheme, rest = uri.split("://", 1)
-    scheme = scheme.lower()
-    if scheme not in OBJECT_STORE_SCHEMES:
-        raise ValueError(f"unsupported storage scheme {scheme!r} (supported: file://, "
-                         f"{', '.join(s + '://' for s in OBJECT_STORE_SCHEMES)})")
-    bucket, _, prefix = rest.partition("/")
-    if not bucket or "\x00" in uri or "\\" in bucket:
-        raise ValueError(f"object-store URI needs a bucket: {uri!r}")
-    prefix = _SLASHES.sub("/", prefix).strip("/")
-    if any(part in (".", "..") for part in prefix.split("/")):
-        raise ValueError(f"object-store URI must not hold '.' or '..' segments: {uri!r}")
-    return StoreLocation(scheme, bucket, prefix)
-
-
-def split_storage_options(scheme: str, options: Mapping[str, str]
-                          ) -> tuple[dict[str, str], dict[str, str]]:
-    """``(store config, client options)`` from ``table.storage_options``.
-
-    Keys are lower-cased; HTTP client keys (``aws_allow_http``, ``timeout``, …) go to the client
-    options without their prefix, everything else to the store config, where ``object_store``
-    validates the key (an unknown key is an error at start).
-    """
-    prefix = _OPTION_PREFIX[scheme]
-    config: dict[str, str] = {}
-    client: dict[str, str] = {}
-    for raw_key, value in options.items():
-        key = raw_key.lower()
-        bare = key.removeprefix(prefix)
-        if bare in _CLIENT_KEYS:
-            client[bare] = str(value)
-        else:
-            config[key] = str(value)
-    return config, client
-
-
-def reader_storage_options(scheme: str, options: Mapping[str, str],
-                           environ: Mapping[str, str]) -> dict[str, str]:
-    """Options for hudi-rs: the scheme's environment variables (lower-cased, as object_store
-    reads them) overridden by ``table.storage_options`` — what the sink itself uses."""
-    env_prefix = _ENV_PREFIX[scheme]
-    merged = {k.lower(): v for k, v in environ.items() if k.startswith(env_prefix)}
-    merged.update({k.lower(): str(v) for k, v in options.items()})
-    return merged
-
-
-def _open_store(location: StoreLocation, options: Mapping[str, str]) -> Any:
-    config, client = split_storage_options(location.scheme, options)
-    make: Any = from_url  # its overloads type each scheme's config; ours is checked at runtime
-    return make(location.root, config=config or None, client_options=client or None)
 
 
 class ObjectStoreFileSystem:
@@ -184,13 +127,15 @@ class ObjectStoreFileSystem:
 
     ``store`` is a seam for tests (any obstore-compatible store, e.g. one that ignores
     ``If-None-Match``); by default it is built from ``uri`` and ``storage_options``.
+    ``copy_limit``: objects above it are copied in parts (tests lower it; S3's is 5 GiB).
     """
 
     def __init__(self, uri: str, storage_options: Mapping[str, str] | None = None, *,
-                 store: Any = None) -> None:
+                 store: Any = None, copy_limit: int = COPY_LIMIT) -> None:
         self.location = parse_store_uri(uri)
         self._root = self.location.root
-        self._store = store if store is not None else _open_store(self.location, storage_options or {})
+        self._store = store if store is not None else open_store(self.location, storage_options or {})
+        self.copy_limit = copy_limit
 
     def __repr__(self) -> str:  # never the options: they may hold credentials
         return f"ObjectStoreFileSystem({self._root!r})"
@@ -241,7 +186,7 @@ class ObjectStoreFileSystem:
         name = path.rstrip("/").rsplit("/", 1)[-1]
         meta = self._head(key)
         if meta is not None:
-            return FileInfo(path, name, int(meta["size"]), meta["last_modified"].timestamp(), False)
+            return _file(path, name, meta)
         if self._has_children(key):
             return FileInfo(path, name, 0, 0.0, True)
         return None
@@ -254,8 +199,7 @@ class ObjectStoreFileSystem:
         found = [FileInfo(f"{base}/{name}", name, 0, 0.0, True)
                  for prefix in listing["common_prefixes"]
                  if (name := prefix.rstrip("/").rsplit("/", 1)[-1])]
-        found += [FileInfo(f"{base}/{name}", name, int(meta["size"]),
-                           meta["last_modified"].timestamp(), False)
+        found += [_file(f"{base}/{name}", name, meta)
                   for meta in listing["objects"]
                   if (name := meta["path"].rsplit("/", 1)[-1])]
         found.sort(key=lambda info: info.name)
@@ -271,8 +215,7 @@ class ObjectStoreFileSystem:
         for chunk in chunks:
             for meta in chunk:
                 relative = meta["path"][len(key) + 1:] if key else meta["path"]
-                yield FileInfo(f"{base}/{relative}", relative.rsplit("/", 1)[-1],
-                               int(meta["size"]), meta["last_modified"].timestamp(), False)
+                yield _file(f"{base}/{relative}", relative.rsplit("/", 1)[-1], meta)
 
     # --- writing --------------------------------------------------------------------------
     @_storage_errors
@@ -280,20 +223,37 @@ class ObjectStoreFileSystem:
         obstore.put(self._store, self.key(path), data, use_multipart=False)
 
     @_storage_errors
-    def create_exclusive(self, path: str, data: bytes) -> bool:
+    def write_file(self, path: str, local_path: str) -> None:
+        obstore.put(self._store, self.key(path), Path(local_path), chunk_size=PART_BYTES,
+                    max_concurrency=PART_CONCURRENCY)
+
+    @_storage_errors
+    def open_read(self, path: str) -> BinaryIO:
         key = self.key(path)
-        try:
-            obstore.put(self._store, key, data, mode="create")
-        except AlreadyExistsError:
-            # The store's client retries a PUT whose response was lost; the retry then reads
-            # "already exists" although the first attempt created the object. The object
-            # holding exactly our bytes means we created it (a rival's entry differs: it
-            # names another epoch or leader), so that is a win, not a lost race.
+        size = self._head(key)
+        if size is None:
+            raise FileNotFoundError(2, "no such object", path)
+        return cast(BinaryIO, _RangedReader(obstore.open_reader(self._store, key,
+                                                                size=int(size["size"]))))
+
+    @_storage_errors
+    def create_exclusive(self, path: str, data: bytes) -> bool:
+        """Won exactly when the key ends up holding ``data`` (see the module docstring)."""
+        key = self.key(path)
+        for attempt in range(CREATE_ATTEMPTS):
+            try:
+                obstore.put(self._store, key, data, mode="create")
+                return True
+            except AlreadyExistsError as exc:
+                conflict = _CONFLICT.search(str(exc)) is not None
             try:
                 return bytes(obstore.get(self._store, key).bytes()) == data
             except FileNotFoundError:
-                return False
-        return True
+                if not conflict:
+                    return False  # 412: the key existed, and was removed since
+            time.sleep(min(0.05 * 2**attempt, 2.0))  # 409: the rival write may still fail
+        raise StorageError(f"creating {key}: the store answered 409 ConditionalRequestConflict "
+                           f"{CREATE_ATTEMPTS} times and no object appeared; outcome unknown")
 
     @_storage_errors
     def rename(self, src: str, dst: str) -> None:
@@ -307,9 +267,29 @@ class ObjectStoreFileSystem:
             if target_meta["size"] != source_meta["size"]:
                 raise FileExistsError(17, "rename target exists", dst)
             # A copy that a crash interrupted before its delete: finish the move.
+        elif int(source_meta["size"]) > self.copy_limit:
+            self._copy_in_parts(source, target, int(source_meta["size"]))
         else:
             obstore.copy(self._store, source, target)
         obstore.delete(self._store, source)
+
+    def _copy_in_parts(self, source: str, target: str, size: int) -> None:
+        """A copy too large for CopyObject: GET streamed into a multipart PUT, which is only
+        completed (the target appears) once every part is in; a failure aborts it. Async
+        calls (an event loop of this worker thread's own): the blocking ``put`` cannot pull
+        from a stream that itself blocks on the store's runtime."""
+        part = max(PART_BYTES, -(-size // _MAX_PARTS))
+
+        async def copy() -> None:
+            got = await obstore.get_async(self._store, source)
+            await obstore.put_async(self._store, target, got.stream(min_chunk_size=part),
+                                    chunk_size=part, max_concurrency=PART_CONCURRENCY)
+
+        asyncio.run(copy())
+        copied = self._head(target)
+        if copied is None or int(copied["size"]) != size:
+            raise StorageError(f"copy of {source} to {target}: {copied and copied['size']} "
+                               f"bytes, not {size}")
 
     @_storage_errors
     def delete(self, path: str) -> bool:
@@ -338,3 +318,38 @@ class ObjectStoreFileSystem:
 
     def fsync_dir(self, path: str) -> None:
         self.key(path)
+
+
+def _file(path: str, name: str, meta: Mapping[str, Any]) -> FileInfo:
+    return FileInfo(path, name, int(meta["size"]), meta["last_modified"].timestamp(), False,
+                    mtime_is_write_start=True)
+
+
+class _RangedReader(io.RawIOBase):
+    """obstore's buffered reader as a standard binary file (pyarrow wants ``closed``,
+    ``readinto``): ranged GETs of ``buffer_size`` bytes, nothing more held in memory."""
+
+    def __init__(self, reader: Any) -> None:
+        super().__init__()
+        self._reader = reader
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return int(self._reader.seek(offset, whence))
+
+    def tell(self) -> int:
+        return int(self._reader.tell())
+
+    def readinto(self, buffer: Any) -> int:
+        try:
+            data = self._reader.read(len(buffer))
+        except BaseError as exc:
+            raise StorageError(f"{type(exc).__name__}: {exc}") from exc
+        count = len(data)
+        memoryview(buffer).cast("B")[:count] = memoryview(data)
+        return count

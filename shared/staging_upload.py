@@ -30,13 +30,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import obstore
 import pyarrow as pa
 from tenacity import retry, retry_if_not_exception_type, stop_after_attempt, wait_exponential
 
 from shared.config import SinkConfig
 from shared.fs import FileSystem, LocalFileSystem
-from shared.object_store import ObjectStoreFileSystem
+from shared.object_store import PART_BYTES, ObjectStoreFileSystem
 from shared.spark_writer import PlannedFile, SparkWriter, WrittenFile
 
 __all__ = ["UploadingSparkWriter", "upload_files", "writer_for", "UPLOAD_ATTEMPTS", "PART_BYTES"]
@@ -45,9 +44,6 @@ log = logging.getLogger("hudi_sink.upload")
 
 UPLOAD_THREADS = 4
 UPLOAD_ATTEMPTS = 4
-PART_BYTES = 8 * 1024 * 1024
-"""Files above this go up in parts of this size (S3's minimum part is 5 MiB)."""
-PART_CONCURRENCY = 4
 
 
 def writer_for(config: SinkConfig, fs: FileSystem, **kwargs: Any) -> SparkWriter:
@@ -65,8 +61,7 @@ class UploadError(OSError):
        retry=retry_if_not_exception_type(FileNotFoundError), reraise=True)
 def _upload_one(fs: ObjectStoreFileSystem, local: str, target: str) -> None:
     size = Path(local).stat().st_size
-    obstore.put(fs.store, fs.key(target), Path(local), chunk_size=PART_BYTES,
-                max_concurrency=PART_CONCURRENCY)
+    fs.write_file(target, local)
     info = fs.file_info(target)
     if info is None or info.size != size:
         raise UploadError(f"uploaded {target} has {info.size if info else 'no'} bytes, not {size}")

@@ -1,7 +1,8 @@
 """Which :class:`~shared.fs.FileSystem` serves a table, and the start-up check of its fence.
 
 ``filesystem_for`` picks local files (a path or ``file://``) or an object store
-(``s3://``; ``gs://``, ``az://``, ``abfs://`` untested) from ``table.base_path``.
+(``s3://``; ``gs://``, ``az://``, ``abfs://`` untested) from ``table.base_path``, which must be
+spelled without empty segments (``check_base_path``).
 
 ``check_exclusive_create`` is the start-up probe every service runs on an object-store table:
 the sink log's fence is a create-only PUT (``If-None-Match: *``), and a store that accepts a
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
+import re
 import uuid
 from collections.abc import Mapping
 
@@ -23,9 +25,12 @@ from shared.fs import filesystem_for as local_filesystem_for
 from shared.hudi import layout
 from shared.object_store import ObjectStoreFileSystem, is_object_store_uri
 
-__all__ = ["filesystem_for", "is_object_store", "check_exclusive_create", "PROBE_DIR"]
+__all__ = ["filesystem_for", "is_object_store", "check_base_path", "check_exclusive_create",
+           "PROBE_DIR"]
 
 log = logging.getLogger("hudi_sink.storage")
+
+_EMPTY_SEGMENTS = re.compile(r"/{2,}")
 
 PROBE_DIR = f"{layout.SINK_DIR}/probe"
 """Where the start-up probe creates (and removes) its keys, relative to the base path."""
@@ -36,8 +41,32 @@ def is_object_store(base_path: str) -> bool:
     return is_object_store_uri(base_path)
 
 
+def check_base_path(base_path: str) -> None:
+    """ConfigError naming ``table.base_path`` when it holds an empty segment (``a//b``, a
+    trailing ``/``). An object store keeps ``a//b`` and ``a/b`` as different keys: the sink
+    writes its keys without empty segments, so a reader (hudi-rs, Spark) or a listing given
+    the path as spelled could look elsewhere and miss files, or find them and call them
+    orphans. Refused with the spelling to use rather than silently rewritten, so every tool
+    pointed at the table names the same location."""
+    scheme, sep, rest = base_path.partition("://")
+    head, path = (f"{scheme}{sep}", rest) if sep else ("", base_path)
+    in_bucket = is_object_store_uri(base_path)
+    if in_bucket:
+        bucket, slash, path = rest.partition("/")
+        head, path = f"{head}{bucket}", f"{slash}{path}"
+    canonical = _EMPTY_SEGMENTS.sub("/", path)
+    if canonical != "/" or in_bucket:  # a local root stays "/"
+        canonical = canonical.rstrip("/")
+    if canonical != path:
+        raise ConfigError(
+            f"{base_path!r} has an empty path segment ('//' or a trailing '/'); write "
+            f"{head + canonical!r} (on an object store 'a//b' and 'a/b' are different keys, "
+            "so readers given this spelling would miss the table's files)", "table.base_path")
+
+
 def filesystem_for(base_path: str, storage_options: Mapping[str, str] | None = None) -> FileSystem:
     """The FileSystem for a table location (ConfigError naming the key when it cannot be)."""
+    check_base_path(base_path)
     if not is_object_store_uri(base_path):
         if storage_options:
             raise ConfigError("only applies to object-store base paths (s3://, gs://, az://)",

@@ -1,21 +1,27 @@
 """A real S3 API server for the tests: moto in server mode, on a free port, in this process.
 
 ``MotoS3`` starts one ``ThreadedMotoServer``; tests take a bucket each (``new_bucket``), so
-they never see each other's objects. ``IgnoringIfNoneMatch`` is a store without conditional
-writes: an HTTP proxy in front of moto that drops the ``If-None-Match`` header, as an old
-S3-compatible store or a careless proxy would (the start-up probe must refuse it).
+they never see each other's objects. ``S3Proxy`` is an HTTP proxy in front of moto whose
+``intercept`` answers chosen requests itself (an S3 error, or no answer at all);
+``IgnoringIfNoneMatch`` is one: a store without conditional writes, dropping the
+``If-None-Match`` header as an old S3-compatible store or a careless proxy would (the
+start-up probe must refuse it).
 """
 
 from __future__ import annotations
 
 import http.client
 import logging
+import socket
 import threading
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["MotoS3", "IgnoringIfNoneMatch", "ACCESS_KEY", "SECRET_KEY", "REGION"]
+__all__ = ["MotoS3", "S3Proxy", "ProxiedRequest", "IgnoringIfNoneMatch", "DROP", "s3_error",
+           "ACCESS_KEY", "SECRET_KEY", "REGION"]
 
 ACCESS_KEY = "testing-access-key"
 SECRET_KEY = "testing-secret-key"
@@ -76,12 +82,58 @@ class MotoS3:
         return found
 
 
-class IgnoringIfNoneMatch:
-    """An S3 endpoint that forwards everything to ``upstream`` except ``If-None-Match``."""
+@dataclass
+class ProxiedRequest:
+    """One request through :class:`S3Proxy`; ``forward`` sends it (or a variant) upstream."""
 
-    def __init__(self, upstream: str) -> None:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes | None
+    forward: Callable[..., tuple[int, list[tuple[str, str]], bytes]]
+
+    def header(self, name: str) -> str | None:
+        return next((v for k, v in self.headers.items() if k.lower() == name.lower()), None)
+
+
+DROP = "drop"
+"""An intercept's answer meaning: close the connection without any response (a lost reply)."""
+
+Reply = tuple[int, list[tuple[str, str]], bytes]
+Intercept = Callable[[ProxiedRequest], "Reply | str | None"]
+
+
+def s3_error(status: int, code: str, message: str) -> Reply:
+    """An S3 error response as the service spells it (XML body)."""
+    body = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+            f"<Message>{message}</Message></Error>").encode()
+    return status, [("Content-Type", "application/xml")], body
+
+
+class S3Proxy:
+    """An S3 endpoint in front of ``upstream`` (moto) that forwards every request, except
+    what ``intercept`` answers itself: a :data:`Reply`, or :data:`DROP` to close the
+    connection unanswered (after forwarding, if the intercept called ``forward``). It is how
+    the tests make S3 behaviours moto does not produce (409 conflicts, lost replies, a copy
+    refused for its size) happen on the wire, so the code under test sees them through its
+    real client."""
+
+    def __init__(self, upstream: str, intercept: Intercept | None = None) -> None:
         target = upstream.removeprefix("http://")
         host, port = target.rsplit(":", 1)
+        self.intercept = intercept
+        proxy = self
+
+        def forward(method: str, path: str, headers: dict[str, str], body: bytes | None
+                    ) -> Reply:
+            connection = http.client.HTTPConnection(host, int(port), timeout=30)
+            sent = {k: v for k, v in headers.items() if k.lower() != "content-length"}
+            try:
+                connection.request(method, path, body=body, headers=sent)
+                response = connection.getresponse()
+                return response.status, response.getheaders(), response.read()
+            finally:
+                connection.close()
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -89,20 +141,25 @@ class IgnoringIfNoneMatch:
             def _forward(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
-                headers = {k: v for k, v in self.headers.items()
-                           if k.lower() not in ("if-none-match", "host")}
-                connection = http.client.HTTPConnection(host, int(port), timeout=30)
-                try:
-                    connection.request(self.command, self.path, body=body, headers=headers)
-                    response = connection.getresponse()
-                    data = response.read()
-                finally:
-                    connection.close()
-                self.send_response(response.status)
-                for key, value in response.getheaders():
-                    if key.lower() not in ("content-length", "transfer-encoding", "connection"):
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                request = ProxiedRequest(
+                    self.command, self.path, headers, body,
+                    lambda m=self.command, p=self.path, h=headers, b=body: forward(m, p, h, b))
+                answer = proxy.intercept(request) if proxy.intercept is not None else None
+                if answer == DROP:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                status, response_headers, data = (request.forward() if answer is None
+                                                  else answer)
+                self.send_response(status)
+                length = str(len(data))
+                for key, value in response_headers:
+                    if key.lower() == "content-length" and self.command == "HEAD":
+                        length = value  # a HEAD tells the object's size, with no body
+                    elif key.lower() not in ("content-length", "transfer-encoding", "connection"):
                         self.send_header(key, value)
-                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Content-Length", length)
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
@@ -116,10 +173,21 @@ class IgnoringIfNoneMatch:
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    def start(self) -> IgnoringIfNoneMatch:
+    def start(self) -> S3Proxy:
         self._thread.start()
         return self
 
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class IgnoringIfNoneMatch(S3Proxy):
+    """An S3 endpoint that forwards everything to ``upstream`` except ``If-None-Match``."""
+
+    def __init__(self, upstream: str) -> None:
+        def drop_header(request: ProxiedRequest) -> Reply:
+            headers = {k: v for k, v in request.headers.items() if k.lower() != "if-none-match"}
+            return request.forward(request.method, request.path, headers, request.body)
+
+        super().__init__(upstream, drop_header)

@@ -103,6 +103,34 @@ def test_rename_moves_and_never_clobbers(store: tuple[FileSystem, str]) -> None:
     assert fs.read_bytes(final) == b"data"
 
 
+def test_open_read_seeks_and_reads_in_parts(store: tuple[FileSystem, str]) -> None:
+    fs, root = store
+    data = bytes(range(256)) * 4096  # 1 MiB
+    fs.write_atomic(f"{root}/p/f.parquet", data)
+    with fs.open_read(f"{root}/p/f.parquet") as handle:
+        assert handle.seekable() and handle.seek(-8, 2) == len(data) - 8
+        assert handle.read(8) == data[-8:] and handle.read(8) == b""
+        handle.seek(1000)
+        assert handle.read(10) == data[1000:1010] and handle.tell() == 1010
+        handle.seek(0)
+        assert handle.read() == data
+    with pytest.raises(FileNotFoundError):
+        fs.open_read(f"{root}/p/missing.parquet")
+
+
+def test_write_file_puts_a_local_file_in_place(store: tuple[FileSystem, str],
+                                               tmp_path: Path) -> None:
+    fs, root = store
+    local = tmp_path / "scratch.parquet"
+    local.write_bytes(b"z" * (9 * 1024 * 1024 + 7))  # over one part of a multipart upload
+    fs.write_file(f"{root}/.hoodie/.temp/1/p/f.parquet", str(local))
+    assert fs.read_bytes(f"{root}/.hoodie/.temp/1/p/f.parquet") == local.read_bytes()
+    local.write_bytes(b"second")
+    fs.write_file(f"{root}/.hoodie/.temp/1/p/f.parquet", str(local))  # replaces, like write_atomic
+    assert fs.read_bytes(f"{root}/.hoodie/.temp/1/p/f.parquet") == b"second"
+    assert [i.name for i in fs.list_dir(f"{root}/.hoodie/.temp/1/p")] == ["f.parquet"]
+
+
 def test_delete_and_delete_tree(store: tuple[FileSystem, str]) -> None:
     fs, root = store
     fs.write_atomic(f"{root}/t/a", b"1")

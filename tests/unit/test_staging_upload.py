@@ -12,7 +12,7 @@ import pytest
 from s3_server import MotoS3
 from tenacity import wait_none
 
-from shared import staging_upload
+from shared import object_store, staging_upload
 from shared.config import SinkConfig
 from shared.fs import LocalFileSystem
 from shared.object_store import ObjectStoreFileSystem
@@ -51,7 +51,7 @@ def test_a_failing_upload_is_retried(tmp_path: Path, store: ObjectStoreFileSyste
             raise OSError("connection reset")
         return real_put(*args, **kwargs)
 
-    monkeypatch.setattr(staging_upload.obstore, "put", flaky_put)
+    monkeypatch.setattr(object_store.obstore, "put", flaky_put)
     monkeypatch.setattr(staging_upload._upload_one.retry, "wait", wait_none())  # type: ignore[attr-defined]
     target = f"s3://{store.location.bucket}/t/x.parquet"
     upload_files(store, [(str(local), target)])
@@ -62,7 +62,7 @@ def test_a_failure_for_good_is_raised(tmp_path: Path, store: ObjectStoreFileSyst
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     local = tmp_path / "f.parquet"
     local.write_bytes(b"data")
-    monkeypatch.setattr(staging_upload.obstore, "put", lambda *a, **k: (_ for _ in ()).throw(
+    monkeypatch.setattr(object_store.obstore, "put", lambda *a, **k: (_ for _ in ()).throw(
         OSError("store down")))
     monkeypatch.setattr(staging_upload._upload_one.retry, "wait", wait_none())  # type: ignore[attr-defined]
     with pytest.raises(OSError, match="store down"):
