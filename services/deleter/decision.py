@@ -25,7 +25,8 @@ unit test. The rules, in the order they are applied:
    - REPLACED / CLEANED: K completed → DELETE; K rolled back → KEEP (the file lives on);
      K pending or unknown → RETRY_LATER.
    - ORPHAN: DELETE when older than ``orphan_min_age_s`` and no instant references it,
-     else KEEP.
+     else KEEP. (Where the mtime is a write's start, an S3 multipart upload's, the scan that
+     sent the intent also saw the file that long before: ``table_state.scan_orphans``.)
 
 Answers that rest on an instant being pending or unknown carry ``recheck``: the service
 decides them again on a refreshed snapshot before acting, so a cache never delays a

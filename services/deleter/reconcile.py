@@ -5,6 +5,11 @@ dry run) into ORPHAN intents on the deletion topic, acked before it answers. Enq
 orphans are decided like every other intent when they are due (``send_delay_s`` later), so
 a file some instant started to reference in between is still kept. It runs on request
 (``POST /deletions/reconcile``) and on a schedule (``schedule.ScheduledWork``).
+
+On an object store a file's mtime is when its write *started* (S3 multipart uploads), so
+there an orphan must also have been listed by an earlier scan at least ``orphan_min_age_s``
+before: the first scan of a deleter records, a later one acts (sightings are in memory, so a
+restart starts over, on the safe side). Local files age by mtime alone.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ class Reconciler:
     def __init__(self, config: DeletionConfig, context: DeleterContext) -> None:
         self._config = config
         self._context = context
+        self._first_seen: dict[str, float] = {}
+        """Candidates whose mtime is a write's start → when a scan first listed them."""
 
     async def reconcile(self, sender: IntentSender | None, *, dry_run: bool = True) -> ReconcileResult:
         """Orphans older than ``orphan_min_age_s``; reported, or enqueued as ORPHAN intents
@@ -45,7 +52,8 @@ class Reconciler:
         snapshot = await ctx.cache.refresh(ctx.table_path, max_age_s=0.0)
         now = ctx.clock()
         orphans = await asyncio.to_thread(
-            scan_orphans, ctx.fs, snapshot, now=now, min_age_s=cfg.orphan_min_age_s
+            scan_orphans, ctx.fs, snapshot, now=now, min_age_s=cfg.orphan_min_age_s,
+            first_seen=self._first_seen,
         )
         if orphans:  # counted in GET /deletions/stats as reconcile_orphans (dry runs too)
             ctx.tally.add(Counted.ORPHAN_FOUND, len(orphans))

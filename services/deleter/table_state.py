@@ -321,7 +321,8 @@ def _scanned_files(fs: FileSystem, table_path: str) -> Iterator[tuple[str, FileI
 
 
 def scan_orphans(
-    fs: FileSystem, snapshot: TableSnapshot, *, now: float, min_age_s: float
+    fs: FileSystem, snapshot: TableSnapshot, *, now: float, min_age_s: float,
+    first_seen: dict[str, float] | None = None,
 ) -> list[OrphanCandidate]:
     """Storage minus everything referenced, older than ``min_age_s`` (blocking I/O).
 
@@ -329,7 +330,16 @@ def scan_orphans(
     that completes during the scan was written for an instant the snapshot holds as pending,
     and a file of an instant started after the snapshot names an instant the snapshot does
     not know, so it is skipped even when the age floor is 0.
+
+    A file whose mtime is its write's *start* (S3 stamps a multipart upload with the time it
+    began: a slow upload looks old the moment it lands) is as old as the later of its mtime
+    and the pass that first listed it. ``first_seen`` (path → time) carries those sightings
+    from pass to pass; it is updated in place and keeps the paths of this pass only. Without
+    it, every such file is first seen now.
     """
+    previous = dict(first_seen or {})
+    if first_seen is not None:
+        first_seen.clear()
     found: list[OrphanCandidate] = []
     for relative, info in _scanned_files(fs, snapshot.table_path):
         if snapshot.references(relative):
@@ -338,6 +348,11 @@ def scan_orphans(
         if owner is not None and not snapshot.knows(owner):
             continue
         age = now - info.mtime
+        if info.mtime_is_write_start:
+            seen = previous.get(info.path, now)
+            if first_seen is not None:
+                first_seen[info.path] = seen
+            age = min(age, now - seen)
         if age < min_age_s:
             continue
         found.append(OrphanCandidate(path=info.path, size=info.size, mtime=info.mtime, age_s=age))
