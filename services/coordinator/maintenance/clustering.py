@@ -1,9 +1,12 @@
 """Clustering: rewrite small base files of a partition into few large ones (a replacecommit).
 
 Done with pyarrow in the coordinator (no SparkSession there): each group's files are read
-through the table's ``FileSystem``, concatenated and written as one new base file (new file
-id, the clustering instant ``C`` in its name) into ``.hoodie/.temp/<C>/`` — invisible to
-readers. Meta columns are preserved (``_hoodie_commit_time`` and ``_hoodie_commit_seqno`` keep
+through the table's ``FileSystem`` and written, in order, as one new base file (new file id,
+the clustering instant ``C`` in its name) into ``.hoodie/.temp/<C>/`` — invisible to
+readers. Memory stays within ``budget_bytes`` of Arrow data whatever the group's size: the
+files are read in batches (ranged reads on an object store), written out a row group at a
+time into a local scratch file, which is then uploaded (streamed) to its staged path.
+Meta columns are preserved (``_hoodie_commit_time`` and ``_hoodie_commit_seqno`` keep
 the instant that wrote each row, as Hudi's clustering does) except ``_hoodie_file_name``, which
 names the new file. The decision goes through the sink log like a commit
 (``TableCommitter.decide``): a crash before it rolls back (ABORT, staging to deletion), after it
@@ -12,8 +15,9 @@ rolls forward (``forward``).
 
 from __future__ import annotations
 
-import io
 import logging
+import os
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +27,7 @@ import pyarrow.parquet as pq
 from services.coordinator.committer import TableCommitter
 from services.coordinator.maintenance.plan import BaseFile
 from shared.errors import TableFormatError
+from shared.fs import FileSystem
 from shared.hudi import layout
 from shared.hudi.naming import base_file_name, new_file_id
 from shared.hudi.replace import ReplaceTimeline, replace_metadata
@@ -35,36 +40,89 @@ log = logging.getLogger("hudi_sink.maintenance")
 
 FILE_NAME_COLUMN = "_hoodie_file_name"
 CLUSTER_TASK_ID = "0-0-0"  # Hudi's <task>-<stage>-<attempt>; one writer per file
+BUDGET_BYTES = 64 * 1024 * 1024
+"""Arrow data one rewrite holds at most: batches of a quarter of it are read, and written
+out as a row group once half of it is pending."""
+_READ_BUFFER = 1024 * 1024
 
 
 def rewrite_group(timeline: ReplaceTimeline, instant: str, files: list[BaseFile],
-                  codec: str) -> tuple[WriteStat, str]:
-    """Write one new base file holding every row of ``files``; returns its stat and its
-    staged path (relative to the base path)."""
+                  codec: str, *, budget_bytes: int = BUDGET_BYTES) -> tuple[WriteStat, str]:
+    """Write one new base file holding every row of ``files``, in order; returns its stat
+    and its staged path (relative to the base path)."""
     table = timeline.table
     partition = files[0].partition
-    tables = [pq.read_table(pa.BufferReader(table.fs.read_bytes(f"{table.base_path}/{f.path}")))
-              for f in files]
-    merged = pa.concat_tables(tables, promote_options="default")
     file_id = new_file_id()
     name = base_file_name(file_id, CLUSTER_TASK_ID, instant)
-    index = merged.schema.get_field_index(FILE_NAME_COLUMN)
-    if index < 0:
-        raise TableFormatError(f"{files[0].path} has no {FILE_NAME_COLUMN} column")
-    merged = merged.set_column(index, merged.schema.field(index),
-                               pa.array([name] * merged.num_rows, pa.string()))
-    buffer = io.BytesIO()
-    pq.write_table(merged, buffer, compression=None if codec == "none" else codec,
-                   coerce_timestamps="us", allow_truncated_timestamps=False)
-    data = buffer.getvalue()
     final = f"{partition}/{name}" if partition else name
     staged = f"{layout.staging_dir(instant)}/{final}"
-    table.fs.makedirs(f"{table.base_path}/{layout.staging_dir(instant)}/{partition}".rstrip("/"))
-    table.fs.write_atomic(f"{table.base_path}/{staged}", data)
-    stat = WriteStat(file_id=file_id, path=final, partition_path=partition,
-                     num_writes=merged.num_rows, num_inserts=merged.num_rows,
-                     file_size_bytes=len(data), total_write_bytes=len(data))
+    sources = [f"{table.base_path}/{f.path}" for f in files]
+    with tempfile.TemporaryDirectory(prefix="hudi-sink-cluster-") as scratch:
+        local = os.path.join(scratch, name)
+        rows = _merge(table.fs, sources, name, local, codec, budget_bytes)
+        size = os.path.getsize(local)
+        table.fs.makedirs(f"{table.base_path}/{layout.staging_dir(instant)}/{partition}".rstrip("/"))
+        table.fs.write_file(f"{table.base_path}/{staged}", local)
+    stat = WriteStat(file_id=file_id, path=final, partition_path=partition, num_writes=rows,
+                     num_inserts=rows, file_size_bytes=size, total_write_bytes=size)
     return stat, staged
+
+
+def _merge(fs: FileSystem, sources: list[str], name: str, local: str, codec: str,
+           budget_bytes: int) -> int:
+    """Every row of ``sources`` into the Parquet file ``local`` (``_hoodie_file_name`` set
+    to ``name``), batch by batch; returns the row count. Columns are unified as
+    ``concat_tables(promote_options="default")`` would: a column missing from a file is
+    null there, a null-typed one takes the other files' type."""
+    schemas = []
+    for source in sources:
+        with fs.open_read(source) as handle:
+            schemas.append(pq.ParquetFile(handle).schema_arrow)
+    schema = pa.unify_schemas(schemas, promote_options="default")
+    if schema.get_field_index(FILE_NAME_COLUMN) < 0:
+        raise TableFormatError(f"{sources[0]} has no {FILE_NAME_COLUMN} column")
+    pending: list[pa.Table] = []
+    rows = 0
+    with pq.ParquetWriter(local, schema, compression=None if codec == "none" else codec,
+                          coerce_timestamps="us", allow_truncated_timestamps=False) as writer:
+        for source in sources:
+            with fs.open_read(source) as handle:
+                parquet = pq.ParquetFile(handle, buffer_size=_READ_BUFFER)
+                for batch in parquet.iter_batches(batch_size=_batch_rows(parquet, budget_bytes // 4),
+                                                  use_threads=False):
+                    pending.append(_aligned(batch, schema, name))
+                    rows += batch.num_rows
+                    if sum(t.nbytes for t in pending) >= budget_bytes // 2:
+                        writer.write_table(pa.concat_tables(pending))
+                        pending = []
+        if pending or rows == 0:
+            writer.write_table(pa.concat_tables(pending) if pending else schema.empty_table())
+    return rows
+
+
+def _batch_rows(parquet: pq.ParquetFile, target_bytes: int) -> int:
+    """Rows per batch so one batch holds about ``target_bytes`` (from the file's
+    uncompressed row-group sizes)."""
+    metadata = parquet.metadata
+    if metadata.num_rows == 0:
+        return 1
+    total = sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
+    return max(1, target_bytes * metadata.num_rows // max(1, total))
+
+
+def _aligned(batch: pa.RecordBatch, schema: pa.Schema, name: str) -> pa.Table:
+    """``batch`` in the unified ``schema``, its ``_hoodie_file_name`` naming the new file."""
+    count = batch.num_rows
+    columns = []
+    for field in schema:
+        if field.name == FILE_NAME_COLUMN:
+            columns.append(pa.array([name] * count, field.type))
+        elif (index := batch.schema.get_field_index(field.name)) < 0:
+            columns.append(pa.nulls(count, field.type))
+        else:
+            column = batch.column(index)
+            columns.append(column if column.type == field.type else column.cast(field.type))
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 class Clusterer:
