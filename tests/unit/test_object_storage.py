@@ -12,8 +12,10 @@ import yaml
 from s3_server import IgnoringIfNoneMatch, MotoS3
 
 from services.cli import main
+from shared import runner
 from shared.deletion_intent import DeletionReason, PendingDelete, intent_for_staged_file
 from shared.errors import ConfigError
+from shared.exit_watchdog import ExitWatchdog
 from shared.fs import LocalFileSystem
 from shared.object_store import (
     ObjectStoreFileSystem,
@@ -94,8 +96,14 @@ def test_probe_refuses_a_store_that_ignores_if_none_match(
 @pytest.mark.parametrize("service", ["coordinator", "deleter", "participant"])
 def test_services_exit_2_on_a_store_without_conditional_writes(
         service: str, tmp_path: Path, moto_s3: MotoS3, s3_bucket: str,
-        careless_store: IgnoringIfNoneMatch, caplog: pytest.LogCaptureFixture) -> None:
-    """Before Kafka is even tried (nothing listens on the bootstrap address)."""
+        careless_store: IgnoringIfNoneMatch, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before Kafka is even tried (nothing listens on the bootstrap address). The service's
+    exit watchdog, armed when it returns, would ``os._exit`` the whole test session
+    ``shutdown_timeout_ms`` + 10 s later: here it only records."""
+    fired: list[int] = []
+    monkeypatch.setattr(runner, "ExitWatchdog",
+                        lambda name, deadline_s: ExitWatchdog(name, deadline_s, force_exit=fired.append))
     config = tmp_path / "sink.yaml"
     config.write_text(yaml.safe_dump({
         "name": "probe",
