@@ -192,6 +192,9 @@ class KafkaCluster:
                 "transaction.state.log.num.partitions": "10",
                 "share.coordinator.state.topic.replication.factor": str(replicas),
                 "share.coordinator.state.topic.min.isr": str(in_sync),
+                # As Kafka's own config/server.properties ships it (the 3 s default only
+                # batches a new group's first joins; every join still rebalances).
+                "group.initial.rebalance.delay.ms": "0",
                 "num.network.threads": "2",
                 "num.io.threads": "2",
                 **self.settings,
