@@ -1,7 +1,8 @@
 """Test scope for process-level tests: config file, service subprocesses, producer, checks.
 
 Everything goes through the contract a user has: the ``hudi-sink`` CLI, the YAML config,
-REST and the table on disk (read back with hudi-rs, an independent reader).
+REST and the table on disk (read back with hudi-rs, an independent reader, and checked against
+Apache Hudi's own Java reader where a test reads rows: ``Pipeline.read_agreed``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import hudi_java
 import orjson
 import pyarrow as pa
 import yaml
@@ -328,6 +330,26 @@ class Pipeline:
             options = options.with_as_of_timestamp(as_of)
         batches = table.read(options)
         return pa.Table.from_batches(batches) if batches else pa.table({"id": pa.array([], pa.string())})
+
+    def read_agreed(self, *as_of: str | None) -> list[pa.Table]:
+        """Read the table with Apache Hudi's own Java reader and with hudi-rs and assert both
+        return the same rows, every column (Hudi's reader is the authority; see
+        ``tests/hudi_java.py``). One JVM for all of ``as_of`` (``None``, the default, is a
+        snapshot). A snapshot is compared with hudi-rs as of the instant Hudi's reader saw, as
+        commits keep landing meanwhile. Returns hudi-rs's reads in order, a snapshot as a fresh
+        snapshot read (so callers keep testing hudi-rs's snapshot path)."""
+        instants = as_of or (None,)
+        if self.s3 is not None:
+            requests = [hudi_java.s3a_request(self.table_uri, self.s3.storage_options(), instant)
+                        for instant in instants]
+        else:
+            requests = [hudi_java.ReadRequest(self.table_uri, instant) for instant in instants]
+        tables = []
+        for instant, java in zip(instants, hudi_java.read_tables(requests), strict=True):
+            same_instant = self.read(as_of=java.query_instant)
+            hudi_java.assert_same_rows(java, same_instant, f"{self.table_uri} as of {instant or 'now'}")
+            tables.append(same_instant if instant is not None else self.read())
+        return tables
 
     def listed_files(self) -> set[str]:
         listed: set[str] = set()
