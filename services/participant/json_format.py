@@ -15,8 +15,8 @@ Two readings of the same bytes:
   (orjson must accept it first, so both readings refuse the same bytes: bad UTF-8, lone
   surrogates, ``NaN``, numbers beyond a double) read again by the standard library with
   numbers as :class:`JsonNumber` (a Decimal of the number's text) and integers as ints of
-  any size. About 3 µs more per small record (0.4 µs → 3.3 µs measured), so the decoder
-  only asks for it when a DECIMAL column holds a float, or to word a rejection.
+  any size. Decoding a 7-column record costs 8.7 instead of 4.2 µs of CPU that way, so the
+  decoder only asks for it when a float is bound for a DECIMAL column, or to word a rejection.
 
 Telling bad UTF-8 from bad JSON only runs on the error path, so a valid record is parsed once.
 """
