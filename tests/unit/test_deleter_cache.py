@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from manual_clock import ManualClock
 from table_files import FS, abort, complete
 
 from services.deleter.table_state import TableStateCache
@@ -14,20 +15,12 @@ from shared.hudi.table import HudiTable
 C1, P, C2, FUTURE = "20250101000000001", "20250101000000002", "20250101000000003", "20250101000000009"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 async def test_the_cached_snapshot_answers_until_it_expires(tmp_path: Path) -> None:
     base = str(tmp_path / "t")
     table = HudiTable(FS, base)
     complete(table, C1, "aaaa-1")
     table.start_instant(P)
-    clock = Clock()
+    clock = ManualClock()
     cache = TableStateCache(FS, 600, clock=clock, min_refresh_interval_s=1)
 
     first = await cache.get(base, [P])
@@ -47,7 +40,7 @@ async def test_an_instant_newer_than_the_snapshot_forces_a_rate_limited_refresh(
     base = str(tmp_path / "t")
     table = HudiTable(FS, base)
     complete(table, C1, "aaaa-1")
-    clock = Clock()
+    clock = ManualClock()
     cache = TableStateCache(FS, 600, clock=clock, min_refresh_interval_s=1)
     first = await cache.get(base)
     assert first.latest_instant == C1 and cache.loads == 1
@@ -69,7 +62,7 @@ async def test_an_instant_newer_than_the_snapshot_forces_a_rate_limited_refresh(
 async def test_refresh_honours_its_maximum_age(tmp_path: Path) -> None:
     base = str(tmp_path / "t")
     complete(HudiTable(FS, base), C1, "aaaa-1")
-    clock = Clock()
+    clock = ManualClock()
     cache = TableStateCache(FS, 600, clock=clock, min_refresh_interval_s=1)
     snap = await cache.refresh(base)
     assert await cache.refresh(base) is snap  # younger than the re-check interval

@@ -10,12 +10,14 @@ import time
 from pathlib import Path
 
 import httpx
+from eventually import eventually_async
 from fastapi import FastAPI
 
 from services.deleter.context import Counted, Tally
 from services.deleter.errors import ServiceUnavailable
-from services.deleter.rest import DeletionStats, DlqEntry, ReconcileResult, ReplayResult, build_router
+from services.deleter.rest import build_router
 from services.deleter.settle import Effect
+from services.deleter.views import DeletionStats, DlqEntry, ReconcileResult, ReplayResult
 from shared.lifecycle import periodically
 from shared.metrics import Metrics
 
@@ -108,7 +110,7 @@ async def test_periodically_waits_what_the_step_asks_and_stops_at_once() -> None
     runs.clear()
     stop = asyncio.Event()
     routine = asyncio.create_task(periodically(stop, slow))
-    await asyncio.sleep(0.05)
+    await eventually_async(lambda: runs, 5, "the first run, then the 60 s wait")
     stop.set()
     await asyncio.wait_for(routine, 1)  # a stop ends the 60 s wait at once
     assert len(runs) == 1

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from eventually import eventually
 
 from shared.exit_watchdog import ExitWatchdog
 from shared.threads import in_daemon_thread
@@ -121,9 +122,7 @@ def test_a_signal_arriving_while_the_watchdog_arms_does_not_freeze_the_main_thre
         watchdog.arm("the service's return")
     finally:
         signal.signal(signal.SIGUSR1, previous)
-    deadline = time.monotonic() + 5
-    while not exits and time.monotonic() < deadline:
-        time.sleep(0.02)
+    eventually(lambda: exits, 5, "the watchdog's forced exit", every_s=0.02)
     assert exits == [1]
 
 

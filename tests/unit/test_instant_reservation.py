@@ -8,6 +8,7 @@ import asyncio
 import threading
 
 import pytest
+from eventually import eventually_async
 from test_committer_fencing import Env
 from test_maintenance import T, _commit_small_files
 from test_maintenance import env as env  # the fixture
@@ -52,8 +53,8 @@ def test_ingestion_reserves_its_instant_before_awaiting(env: Env, monkeypatch: p
 
     async def scenario() -> tuple[str, str]:
         task = asyncio.create_task(driver._start_transaction())
-        while driver.starting is None:  # ingestion picked T and now awaits the table
-            await asyncio.sleep(0.01)
+        # ingestion picked T and now awaits the table
+        await eventually_async(lambda: driver.starting is not None, 10, "ingestion to reserve T")
         ingestion = driver.starting
         maintenance = reserve_instant(driver)  # what the maintenance routine does meanwhile
         assert open_ingestion_below(driver, maintenance) == ingestion

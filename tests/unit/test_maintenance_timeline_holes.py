@@ -5,11 +5,11 @@ the rows the older instant commits later."""
 from __future__ import annotations
 
 import threading
-import time
 from types import SimpleNamespace
 
 import pyarrow as pa
 import pytest
+from eventually import eventually
 from hudi import HudiQueryType, HudiReadOptions, HudiTableBuilder
 from test_committer_fencing import Env
 from test_maintenance import T, _commit_small_files
@@ -30,14 +30,22 @@ def _incremental(env: Env, start: str) -> list[str]:
     return sorted(pa.Table.from_batches(batches).column("id").to_pylist()) if batches else []
 
 
-def _clusterer(env: Env, driver: SimpleNamespace, leading: bool = True,
-               timeout_s: float = 10) -> tuple[Clusterer, ReplaceTimeline]:
+def _clusterer(env: Env, driver: SimpleNamespace, leading: bool = True, timeout_s: float = 10,
+               polls: list[str] | None = None) -> tuple[Clusterer, ReplaceTimeline]:
+    """A clusterer whose decision waits for older ingestion; each look of that wait (it asks
+    ``leading`` every time it finds an older instant unfinished) is appended to ``polls``."""
     committer = env.committer("a")
     _commit_small_files(env, committer, T[:4])
     timeline = ReplaceTimeline(env.table())
     clusterer = Clusterer(committer, timeline, "snappy")
+    looks = polls if polls is not None else []
+
+    def still_leading() -> bool:
+        looks.append("still leading?")
+        return leading
+
     clusterer.before_decision = lambda c: wait_for_older_ingestion(
-        driver, c, timeout_s=timeout_s, leading=lambda: leading,  # type: ignore[arg-type]
+        driver, c, timeout_s=timeout_s, leading=still_leading,  # type: ignore[arg-type]
         pending=timeline.table.pending_instants, poll_s=0.01)
     return clusterer, timeline
 
@@ -49,7 +57,8 @@ def _groups(timeline: ReplaceTimeline) -> list[list]:  # type: ignore[type-arg]
 
 def test_replacecommit_waits_for_the_older_ingestion_instant(env: Env) -> None:
     driver = SimpleNamespace(current=SimpleNamespace(instant=T[5]), starting=None, latest_instant=T[6])
-    clusterer, timeline = _clusterer(env, driver)
+    polls: list[str] = []
+    clusterer, timeline = _clusterer(env, driver, polls=polls)
     committer = clusterer._committer
     committer.start(T[5])
     staged = env.stage(T[5], "de", ["late-1", "late-2"])
@@ -63,7 +72,8 @@ def test_replacecommit_waits_for_the_older_ingestion_instant(env: Env) -> None:
 
     worker = threading.Thread(target=cluster)
     worker.start()
-    time.sleep(0.5)
+    eventually(lambda: len(polls) >= 3, 20, "the replacecommit to wait for the older instant",
+               every_s=0.01)
     assert worker.is_alive() and not timeline.path_exists_completed(T[6])
     checkpoint = max(i.time for i in timeline.completed())  # a reader's checkpoint now
     committer.commit(T[5], env.metadata([staged], 9), [staged.move])

@@ -6,7 +6,7 @@ Kafka and Spark, so each case takes milliseconds; the subprocess tests prove the
 from __future__ import annotations
 
 import asyncio
-import time
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +14,8 @@ from typing import Any
 import orjson
 import pytest
 from aiokafka import TopicPartition as KafkaTopicPartition
+from eventually import eventually_async
+from manual_clock import ManualClock
 
 from services.participant.assignment import PartitionRegistry
 from services.participant.control import ControlHandler
@@ -58,7 +60,8 @@ class Rec:
 
 
 class FakeConsumer:
-    """What the participant calls on its consumer, recorded."""
+    """What the participant calls on its consumer, recorded; the test hands it records with
+    :meth:`deliver`."""
 
     def __init__(self) -> None:
         self.assigned = {KTP}
@@ -66,6 +69,7 @@ class FakeConsumer:
         self.seeks: list[tuple[KafkaTopicPartition, int]] = []
         self.committed: dict[KafkaTopicPartition, int] = {}
         self.batches: list[dict[KafkaTopicPartition, list[Rec]]] = []
+        self._delivered = asyncio.Event()
 
     def assignment(self) -> set[KafkaTopicPartition]:
         return set(self.assigned)
@@ -82,8 +86,18 @@ class FakeConsumer:
     def highwater(self, tp: KafkaTopicPartition) -> int:
         return 100
 
+    def deliver(self, batch: dict[KafkaTopicPartition, list[Rec]]) -> None:
+        """Records the next ``getmany`` returns (at once, if one is waiting)."""
+        self.batches.append(batch)
+        self._delivered.set()
+
     async def getmany(self, timeout_ms: int, max_records: int) -> dict[Any, list[Rec]]:
-        await asyncio.sleep(0.005)
+        """Like a fetch: what was delivered, or ``{}`` after ``timeout_ms`` without any."""
+        if not (self.batches and KTP not in self.paused):
+            self._delivered.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_ms / 1000):
+                    await self._delivered.wait()
         if self.batches and KTP not in self.paused:
             return self.batches.pop(0)
         return {}
@@ -103,26 +117,14 @@ class FakeFlusher:
                                        size_bytes=1)])
 
 
-class Clock:
-    """Monotonic time that a test can move forward (drains still need real time to pass)."""
-
-    def __init__(self) -> None:
-        self.skipped = 0.0
-
-    def __call__(self) -> float:
-        return time.monotonic() + self.skipped
-
-    def advance(self, seconds: float) -> None:
-        self.skipped += seconds
-
-
 @dataclass
 class Harness:
     coordinator: MemoryChannel
     consumer: FakeConsumer
     registry: PartitionRegistry
     reporter: Reporter
-    clock: Clock
+    clock: ManualClock
+    """Follows real time (drains need it to pass); the test skips intervals forward."""
     seen: list[Envelope]
 
     @property
@@ -148,14 +150,8 @@ class Harness:
         with pytest.raises(AssertionError):
             await self.expect(kind, timeout_s=seconds)
 
-    async def until(self, condition: Callable[[], bool], timeout_s: float = 5) -> None:
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while not condition():
-            assert asyncio.get_running_loop().time() < deadline, self.state
-            await asyncio.sleep(0.005)
-
     async def phase(self, phase: PartitionPhase) -> None:
-        await self.until(lambda: self.state.phase is phase)
+        await eventually_async(lambda: self.state.phase is phase, 5, f"{phase} (now {self.state})")
 
 
 def good(offset: int) -> Rec:
@@ -168,7 +164,7 @@ async def participant() -> AsyncIterator[Harness]:
     coordinator = bus.endpoint(Sender(role=Role.COORDINATOR, id="c"))
     channel = bus.endpoint(Sender(role=Role.PARTICIPANT, id="p"))
     consumer = FakeConsumer()
-    clock = Clock()
+    clock = ManualClock.following_real_time()
 
     def new_state(topic: str, partition: int) -> TransactionParticipant:
         return TransactionParticipant(topic=topic, partition=partition,
@@ -215,8 +211,8 @@ async def test_start_end_ack_round(participant: Harness) -> None:
     await p.send(start(5))
     await p.phase(PartitionPhase.WRITING)
     assert p.consumer.seeks == [(KTP, 5)] and KTP not in p.consumer.paused
-    p.consumer.batches.append({KTP: [good(5), good(6), good(8)]})
-    await asyncio.sleep(0.05)
+    p.consumer.deliver({KTP: [good(5), good(6), good(8)]})
+    await eventually_async(lambda: p.state.next_offset == 9, 5, "offsets 5, 6 and 8 taken")
     await p.send(EndCommit())
     status = await p.expect(MessageType.WRITE_STATUS)
     assert status.commit_time == T1 and status.coordinator_epoch == 1
@@ -226,8 +222,8 @@ async def test_start_end_ack_round(participant: Harness) -> None:
     assert p.state.phase is PartitionPhase.REPORTED and KTP in p.consumer.paused
     await p.send(AckCommit(offsets=[PartitionOffset(topic=TOPIC, partition=0, offset=9)]))
     await p.phase(PartitionPhase.WAITING)
-    await asyncio.sleep(0.02)
-    assert p.consumer.committed == {KTP: 9} and p.state.committed_offset == 9
+    await eventually_async(lambda: p.consumer.committed == {KTP: 9}, 5, "the group offset 9 committed")
+    assert p.state.committed_offset == 9
 
 
 async def test_empty_partition_reports_at_once(participant: Harness) -> None:
@@ -248,7 +244,10 @@ async def test_stale_epoch_and_repeated_start_are_ignored(participant: Harness) 
     await p.send(start(0), instant=T2, epoch=1)  # an older leader
     await p.send(start(9))  # epoch 1 again: still older than 2
     await p.send(start(5), epoch=2)  # the same START once more
-    await asyncio.sleep(0.05)
+    await p.send(EndCommit(), epoch=2)  # handled after them, in order: its status shows they were
+    status = await p.expect(MessageType.WRITE_STATUS)
+    assert isinstance(status.payload, WriteStatus) and status.payload.start_offset == 5
+    assert (status.commit_time, status.coordinator_epoch) == (T1, 2)
     assert (p.state.instant, p.state.epoch, p.state.start_offset) == (T1, 2, 5)
     assert p.consumer.seeks == [(KTP, 5)]
 

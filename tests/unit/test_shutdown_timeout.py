@@ -11,6 +11,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 import pytest
+from eventually import eventually_async
 from fastapi import APIRouter
 
 from shared.config import config_from_mapping
@@ -51,7 +52,7 @@ class Stubborn(ServiceShell[str]):
 async def test_shutdown_is_bounded_by_the_timeout(caplog: pytest.LogCaptureFixture) -> None:
     service = Stubborn(timeout_ms=800)
     task = asyncio.create_task(service.run())
-    await asyncio.sleep(0.1)
+    await eventually_async(lambda: service.lifecycle.state is ServicePhase.RUNNING, 5, "running")
     asked = time.monotonic()
     service.shutdown()
     await asyncio.wait_for(task, 5)
@@ -83,8 +84,7 @@ async def test_a_close_that_swallows_its_cancellation_still_ends_within_the_boun
     so such a close kept the service (and a SIGTERMed participant) alive for good."""
     service = SwallowsCancellation(timeout_ms=500)
     task = asyncio.create_task(service.run())
-    while service.lifecycle.state is not ServicePhase.RUNNING:
-        await asyncio.sleep(0)
+    await eventually_async(lambda: service.lifecycle.state is ServicePhase.RUNNING, 5, "running")
     asked = time.monotonic()
     service.shutdown()
     await asyncio.wait_for(task, 10)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
+from eventually import eventually_async
 
 from services.participant.spark_jobs import SparkJobs
 from shared.spark_writer import PART_COLUMN, PlannedFile, SparkWriteError, WrittenFile
@@ -49,22 +50,19 @@ def _flush(tag: str, files: int, rows_per_file: int = 3) -> tuple[pa.Table, list
     return table, plans
 
 
-async def _until(condition: Callable[[], bool], what: str) -> None:
-    for _ in range(500):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(what)
+def _waiting(jobs: SparkJobs, count: int) -> Callable[[], bool]:
+    """``count`` flushes queued for a slot (what a flush does at once when none is free)."""
+    return lambda: len(jobs._waiting) == count
 
 
 async def test_flushes_waiting_for_a_slot_share_one_job_and_get_their_own_files() -> None:
     writer = GatedWriter()
     jobs = SparkJobs(writer, slots=1, max_job_bytes=1 << 30)  # type: ignore[arg-type]
     first = asyncio.create_task(jobs.write(*_flush("a", 2), "/w", lambda: True))
-    await _until(lambda: len(writer.jobs) == 1, "the first job")
+    await eventually_async(lambda: len(writer.jobs) == 1, 5, "the first job")
     waiting = [asyncio.create_task(jobs.write(*_flush(tag, n), "/w", lambda: True))
                for tag, n in (("b", 1), ("c", 3))]
-    await asyncio.sleep(0.05)
+    await eventually_async(_waiting(jobs, 2), 5, "b and c queued for the slot")
     assert len(writer.jobs) == 1  # one slot: b and c wait
     writer.gate.set()
     a_files = await first
@@ -94,11 +92,11 @@ async def test_a_failed_shared_job_retries_each_flush_alone_so_only_the_bad_one_
     writer.poison = {"p0"}
     jobs = SparkJobs(writer, slots=1, max_job_bytes=1 << 30)  # type: ignore[arg-type]
     blocker = asyncio.create_task(jobs.write(*_flush("a", 1), "/w", lambda: True))
-    await _until(lambda: len(writer.jobs) == 1, "the first job")
+    await eventually_async(lambda: len(writer.jobs) == 1, 5, "the first job")
     tasks = {tag: asyncio.create_task(jobs.write(*_flush(tag, 1), "/w", lambda: True))
              for tag in "bpc"}
     later = asyncio.create_task(jobs.write(*_flush("d", 1), "/w", lambda: True))
-    await asyncio.sleep(0.05)
+    await eventually_async(_waiting(jobs, 4), 5, "b, p, c and d queued for the slot")
     writer.gate.set()
     await blocker
     with pytest.raises(SparkWriteError):
@@ -114,10 +112,10 @@ async def test_only_flushes_of_one_staging_directory_share_a_job() -> None:
     writer = GatedWriter()
     jobs = SparkJobs(writer, slots=1, max_job_bytes=1 << 30)  # type: ignore[arg-type]
     blocker = asyncio.create_task(jobs.write(*_flush("a", 1), "/t1", lambda: True))
-    await _until(lambda: len(writer.jobs) == 1, "the first job")
+    await eventually_async(lambda: len(writer.jobs) == 1, 5, "the first job")
     tasks = [asyncio.create_task(jobs.write(*_flush(tag, 1), work_dir, lambda: True))
              for tag, work_dir in (("b", "/t1"), ("c", "/t1"), ("d", "/t2"), ("e", "/t2"))]
-    await asyncio.sleep(0.05)
+    await eventually_async(_waiting(jobs, 4), 5, "b, c, d and e queued for the slot")
     writer.gate.set()
     await asyncio.gather(blocker, *tasks)
     assert [names for names, _ in writer.jobs] == [["a0"], ["b0", "c0"], ["d0", "e0"]]
@@ -127,12 +125,12 @@ async def test_a_flush_no_longer_wanted_is_refused_and_a_cancelled_one_withdrawn
     writer = GatedWriter()
     jobs = SparkJobs(writer, slots=1, max_job_bytes=1 << 30)  # type: ignore[arg-type]
     blocker = asyncio.create_task(jobs.write(*_flush("a", 1), "/w", lambda: True))
-    await _until(lambda: len(writer.jobs) == 1, "the first job")
+    await eventually_async(lambda: len(writer.jobs) == 1, 5, "the first job")
     wanted = {"b": True}
     refused = asyncio.create_task(jobs.write(*_flush("b", 1), "/w", lambda: wanted["b"]))
     withdrawn = asyncio.create_task(jobs.write(*_flush("c", 1), "/w", lambda: True))
     kept = asyncio.create_task(jobs.write(*_flush("d", 1), "/w", lambda: True))
-    await asyncio.sleep(0.05)
+    await eventually_async(_waiting(jobs, 3), 5, "b, c and d queued for the slot")
     wanted["b"] = False  # its instant ended while it waited
     withdrawn.cancel()
     writer.gate.set()
@@ -176,7 +174,7 @@ async def test_a_job_that_never_returns_fails_every_flush_abandons_the_session_a
     jobs = SparkJobs(writer, slots=1, max_job_bytes=1 << 30, job_timeout_s=0.3)  # type: ignore[arg-type]
     watcher = asyncio.create_task(jobs.watch())
     running = asyncio.create_task(jobs.write(*_flush("a", 1), "/w", lambda: True))
-    await _until(lambda: len(writer.jobs) == 1, "the first job")
+    await eventually_async(lambda: len(writer.jobs) == 1, 5, "the first job")
     waiting = asyncio.create_task(jobs.write(*_flush("b", 1), "/w", lambda: True))
     with pytest.raises(SparkHungError, match="spark.job_timeout_ms"):
         await running
@@ -227,12 +225,12 @@ async def test_a_shared_job_failing_because_the_hung_driver_was_killed_fails_its
     jobs = SparkJobs(writer, slots=2, max_job_bytes=1 << 30, job_timeout_s=0.5)  # type: ignore[arg-type]
     a = asyncio.create_task(jobs.write(*_flush("a", 1), "/w", lambda: True))
     c = asyncio.create_task(jobs.write(*_flush("c", 1), "/w", lambda: True))
-    await _until(lambda: len(writer.jobs) == 2, "A and C running")
+    await eventually_async(lambda: len(writer.jobs) == 2, 5, "A and C running")
     b = [asyncio.create_task(jobs.write(*_flush(tag, 1), "/w", lambda: True)) for tag in ("b", "d")]
-    await asyncio.sleep(0.02)
+    await eventually_async(_waiting(jobs, 2), 5, "B1 and B2 queued behind A and C")
     writer.release_c.set()
     assert await c is not None
-    await _until(lambda: ["b0", "d0"] in writer.jobs, "B1 and B2 sharing a job")
+    await eventually_async(lambda: ["b0", "d0"] in writer.jobs, 5, "B1 and B2 sharing a job")
     for task in (a, *b):
         with pytest.raises(SparkHungError):
             await asyncio.wait_for(task, 3)

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from eventually import eventually_async
+from manual_clock import ManualClock
 from table_files import FS, abort, complete, write_file
 
 from services.deleter.context import DeleterContext, Tally
@@ -157,30 +159,37 @@ class Work:
         self.reconciles += 1
 
 
-def scheduled(base: Path, work: Work, clock: list[float], *, reconcile_s: float = 100.0,
-              active: bool = True) -> ScheduledWork:
+def scheduled(base: Path, work: Work, clock: ManualClock, *, reconcile_s: float = 100.0,
+              active: bool = True, role_checks: list[bool] | None = None) -> ScheduledWork:
+    """Scheduled work on ``work``'s passes; each look at the role is appended to ``role_checks``."""
+    checks = role_checks if role_checks is not None else []
+
+    def is_scheduler() -> bool:
+        checks.append(active)
+        return active
+
     return ScheduledWork(
         Schedule(sweep_interval_s=0.01, sweep_min_age_s=0, reconcile_interval_s=reconcile_s),
-        context(base, lambda: clock[0]), is_scheduler=lambda: active, sweep=work.sweep,
+        context(base, clock), is_scheduler=is_scheduler, sweep=work.sweep,
         reconcile=work.reconcile,
     )
 
 
 async def test_reconcile_runs_when_due_and_its_last_run_survives_a_restart(tmp_path: Path) -> None:
     base = tmp_path / "t"
-    work, clock = Work(), [1000.0]
+    work, clock = Work(), ManualClock(1000.0)
     first = scheduled(base, work, clock)
     await first.tick()
     assert (work.sweeps, work.reconciles) == (1, 1), "never run before: due at once"
     assert (base / SCHEDULE_STATE).exists()
-    clock[0] = 1099.0
+    clock.now = 1099.0
     await first.tick()
     assert (work.sweeps, work.reconciles) == (2, 1)
 
     restarted = scheduled(base, work, clock)  # another pod, or this one after a restart
     await restarted.tick()
     assert work.reconciles == 1, "a restart must not reset the schedule"
-    clock[0] = 1100.0
+    clock.now = 1100.0
     await restarted.tick()
     assert work.reconciles == 2 and restarted.reconciles == 1
 
@@ -188,7 +197,7 @@ async def test_reconcile_runs_when_due_and_its_last_run_survives_a_restart(tmp_p
 async def test_a_failing_sweep_does_not_stop_the_schedule_and_zero_disables_reconcile(
     tmp_path: Path
 ) -> None:
-    work, clock = Work(), [0.0]
+    work, clock = Work(), ManualClock()
     work.fail_sweep = True
     never = scheduled(tmp_path / "t", work, clock, reconcile_s=0)
     await never.tick()
@@ -199,11 +208,11 @@ async def test_a_failing_sweep_does_not_stop_the_schedule_and_zero_disables_reco
 
 
 async def test_only_the_scheduler_works(tmp_path: Path) -> None:
-    work, clock = Work(), [0.0]
+    work, clock, role_checks = Work(), ManualClock(), []
     stop = asyncio.Event()
-    bystander = scheduled(tmp_path / "t", work, clock, active=False)
+    bystander = scheduled(tmp_path / "t", work, clock, active=False, role_checks=role_checks)
     runner = asyncio.create_task(bystander.run(stop))
-    await asyncio.sleep(0.1)  # several role checks (each 10 ms) go by
+    await eventually_async(lambda: len(role_checks) >= 3, 5, "three role checks (each 10 ms)")
     stop.set()
     await asyncio.wait_for(runner, 5)
     assert (work.sweeps, work.reconciles, bystander.active) == (0, 0, False)
