@@ -1,10 +1,11 @@
 """Two-phase deletion through the contract: coordinator, 2 participants, deleter;
 ``flush_records`` 500 so files exist mid-transaction; one participant SIGKILLed
-mid-transaction (before it could report the instant) and restarted; 16,000 records. Exactly once holds, and within 90 s of the
-commit covering every offset: partition directories hold only committed files, none of the
-killed participant's staged files remains, staging holds no file and no directory of a
-finished instant (files that landed after a rollback's intents included: the deleter's
-scheduled sweep removes them), and the deletion DLQ is empty."""
+mid-transaction (before it could report the instant) and restarted; 16,000 records.
+Exactly once holds, and within 90 s of the commit covering every offset: partition
+directories hold only committed files, none of the killed participant's staged files
+remains, staging holds no file and no directory of a finished instant (files that landed
+after a rollback's intents included: the deleter's scheduled sweep removes them), and the
+deletion DLQ is empty."""
 
 from __future__ import annotations
 
