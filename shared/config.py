@@ -71,6 +71,9 @@ class KafkaConfig(_Section):
     (records of aborted transactions never reach the table; an open transaction holds back its
     partition until it ends), or everything, aborted records included. ``read_uncommitted``
     exists for brokers without transactions support; an exactly-once sink should not use it."""
+    replication_factor: int | None = Field(None, ge=1)
+    """Replicas of the topics the sink creates; None takes the broker's
+    ``default.replication.factor``."""
 
     @field_validator("topics")
     @classmethod

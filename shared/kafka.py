@@ -2,12 +2,13 @@
 
 One place decides the client settings so the coordinator, participants and deleter can
 never drift apart on things that matter for exactly-once: manual commits only, acks=all,
-and no idempotent producer (tansu cannot serve aiokafka's InitProducerId v0, see
-``shared/reference/tansu-broker.md``).
+and no idempotent producer (the development broker cannot serve aiokafka's InitProducerId
+v0; Kafka can, but the protocol does not need it: README, "Pointing at a real Kafka").
 
 Topic metadata is always read with an *all topics* Metadata request: naming a topic in
-the request lets the broker auto-create it (tansu does, with 4 partitions), which would
-turn "is the data topic there?" into "create a wrong data topic".
+the request lets the broker auto-create it (tansu does, with 4 partitions; Kafka does too
+while ``auto.create.topics.enable`` is on, its default), which would turn "is the data topic
+there?" into "create a wrong data topic".
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ def producer_options(kafka: KafkaConfig, client_id: str | None = None) -> dict[s
 
     acks=all so an acknowledged control or DLQ message survives a broker failover.
     Idempotence stays off: aiokafka 0.14 only speaks InitProducerId v0, which tansu answers
-    with UnknownError; duplicates from retries are handled by the sink's protocol instead.
+    with UnknownError (Kafka 4.3.1 serves it); duplicates from retries are handled by the
+    sink's protocol instead.
     """
     options = client_options(kafka, client_id)
     options.update(
@@ -252,7 +254,13 @@ class TopicAdmin:
         exact_partitions: bool = False,
         config_key: str = "kafka",
     ) -> int:
-        """Create ``name`` (replication 1) unless it exists; return its partition count.
+        """Create ``name`` unless it exists; return its partition count.
+
+        Its replication factor is ``kafka.replication_factor``, or when unset the broker's
+        ``default.replication.factor``: -1, which Kafka 4.3.1 and the development broker take
+        as "the default" even in aiokafka's CreateTopics v3 (the protocol documents it from
+        v4, Kafka 2.4); a broker that refuses it gets an error naming the topic, and the key
+        fixes it.
 
         Several services start at once and may all try to create the same topic, so
         "already exists" from a concurrent creator counts as success. With
@@ -261,9 +269,7 @@ class TopicAdmin:
         """
         counts = await self.partition_counts([name])
         if name not in counts:
-            response = await self.admin.create_topics(
-                [NewTopic(name=name, num_partitions=partitions, replication_factor=1)]
-            )
+            response = await self.admin.create_topics([self._new_topic(name, partitions)])
             # aiokafka returns per-topic errors in the response instead of raising.
             code, message = _topic_error(response, name)
             if code == 0:
@@ -284,6 +290,15 @@ class TopicAdmin:
                 config_key,
             )
         return existing
+
+    def _new_topic(self, name: str, partitions: int) -> NewTopic:
+        factor = self._kafka.replication_factor
+        if factor is not None:
+            return NewTopic(name=name, num_partitions=partitions, replication_factor=factor)
+        # aiokafka's NewTopic takes -1 only beside a replica assignment: an empty one is
+        # "no assignment" on the wire, so the broker picks the replicas.
+        return NewTopic(name=name, num_partitions=partitions, replication_factor=-1,
+                        replica_assignments={})
 
     async def _wait_visible(self, name: str, config_key: str) -> dict[str, int]:
         """After "already exists", wait for the topic to appear in metadata.
