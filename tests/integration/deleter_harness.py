@@ -13,7 +13,7 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from eventually import eventually_async
 
 from services.deleter.schedule import Schedule
 from services.deleter.service import DeleterService
@@ -131,14 +132,6 @@ class RecordingFileSystem(LocalFileSystem):
         return removed
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
 async def committed_offsets(config: SinkConfig, topic: str) -> list[int]:
     """The deleter group's committed offset per partition of ``topic`` (0 when none)."""
     kafka = config.kafka
@@ -176,7 +169,7 @@ class Harness:
         async def reached() -> bool:
             return (await self.stats())[key] >= value
 
-        await eventually(reached, timeout_s, f"stats[{key}] >= {value}")
+        await eventually_async(reached, timeout_s, f"stats[{key}] >= {value}")
         return await self.stats()
 
     async def committed(self, topic: str) -> int:
@@ -187,7 +180,7 @@ class Harness:
         async def reached() -> bool:
             return await self.committed(topic) == count
 
-        await eventually(reached, timeout_s, f"{count} committed offsets on {topic}")
+        await eventually_async(reached, timeout_s, f"{count} committed offsets on {topic}")
 
 
 @asynccontextmanager
@@ -212,7 +205,7 @@ async def deleter(broker: EmbeddedBroker, name: str, base: Path, fs: LocalFileSy
                     task.result()
                 return (await http.get("/ready")).status_code == 200
 
-            await eventually(ready, 30, "the deleter to join its group")
+            await eventually_async(ready, 30, "the deleter to join its group")
             yield Harness(config, service, producer, http), table
     finally:
         await producer.stop()

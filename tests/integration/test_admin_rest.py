@@ -13,7 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from pipeline import Pipeline, Service, wait_until
+from eventually import eventually
+from pipeline import Pipeline, Service
 
 from shared.broker import EmbeddedBroker
 
@@ -59,7 +60,7 @@ def test_forced_commit_with_token_lands_all_offsets(sink: Sink) -> None:
         metrics = httpx.get(f"{service.url}/metrics")
         assert metrics.status_code == 200 and "hudi_sink_" in metrics.text
 
-    wait_until(lambda: httpx.get(f"{coordinator}/transactions/current", headers=AUTH)
+    eventually(lambda: httpx.get(f"{coordinator}/transactions/current", headers=AUTH)
                .json()["phase"] == "started", 60, "an open transaction")
     pipeline.produce(1_000)  # and force the commit at once: END drains what was fetched
     before = set(pipeline.completed_commits())
@@ -72,7 +73,7 @@ def test_forced_commit_with_token_lands_all_offsets(sink: Sink) -> None:
     assert response.status_code == 202
     forced = response.json()["commit_time"]
 
-    wait_until(lambda: pipeline.latest_offsets() == {0: 250, 1: 250, 2: 250, 3: 250}, 20,
+    eventually(lambda: pipeline.latest_offsets() == {0: 250, 1: 250, 2: 250, 3: 250}, 20,
                "a commit holding all 1,000 offsets", every_s=0.2)
     new_commits = set(pipeline.completed_commits()) - before
     assert forced in new_commits
@@ -92,7 +93,7 @@ def test_forced_commit_with_token_lands_all_offsets(sink: Sink) -> None:
 def test_forced_abort_rolls_back_and_standby_refuses_posts(sink: Sink) -> None:
     pipeline = sink.pipeline
     coordinator = sink.services["coordinator"].url
-    current = wait_until(lambda: (c := httpx.get(f"{coordinator}/transactions/current",
+    current = eventually(lambda: (c := httpx.get(f"{coordinator}/transactions/current",
                                                  headers=AUTH).json())["phase"] == "started" and c,
                          30, "an open transaction")
     response = httpx.post(f"{coordinator}/transactions/abort", headers=AUTH)
@@ -103,7 +104,7 @@ def test_forced_abort_rolls_back_and_standby_refuses_posts(sink: Sink) -> None:
         history = httpx.get(f"{coordinator}/transactions", headers=AUTH).json()
         return any(h["commit_time"] == aborted and h["state"] == "aborted" for h in history)
 
-    wait_until(rolled_back, 20, "the aborted transaction in GET /transactions", every_s=0.2)
+    eventually(rolled_back, 20, "the aborted transaction in GET /transactions", every_s=0.2)
     assert aborted not in pipeline.completed_commits()
     assert not (pipeline.timeline / f"{aborted}.inflight").exists()
 

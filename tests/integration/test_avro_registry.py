@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from pipeline import Pipeline, wait_until
+from eventually import eventually
+from pipeline import Pipeline
 from registry_app import LocalRegistry, confluent_avro
 
 from shared.broker import EmbeddedBroker
@@ -125,7 +126,7 @@ def test_avro_round_trip_with_a_registry_outage_at_start(
             _produce(pipeline.bootstrap, pipeline.topic,
                      {p: _good(p, range(PER_PARTITION)) for p in range(pipeline.partitions)}, True)
             _, participant = pipeline.start_ready("coordinator", "participant")
-            wait_until(lambda: "paused at offset 0" in participant.log_path.read_text(), 120,
+            eventually(lambda: "paused at offset 0" in participant.log_path.read_text(), 120,
                        "the participant pausing on the unreachable registry")
             outage_commits = pipeline.completed_commits()
             registry.down = False

@@ -12,7 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from pipeline import HUDI_SINK, wait_until
+from eventually import eventually
+from pipeline import HUDI_SINK
 
 from shared.broker import free_port
 
@@ -78,7 +79,7 @@ def test_unreachable_kafka_is_retried_then_exit_2(tmp_path: Path) -> None:
             mentions = any(dead in reason for reason in body["reasons"])
             return body if response.status_code == 503 and mentions else None
 
-        body = wait_until(not_ready, 20, "/ready 503 while Kafka is unreachable", every_s=0.2)
+        body = eventually(not_ready, 20, "/ready 503 while Kafka is unreachable", every_s=0.2)
         assert body["ready"] is False  # type: ignore[index]
         assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200
         output, _ = process.communicate(timeout=60)
@@ -116,7 +117,7 @@ def test_sigterm_during_startup_stops_promptly(tmp_path: Path, role: str) -> Non
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
-        wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/ready", timeout=2).status_code == 503,
+        eventually(lambda: httpx.get(f"http://127.0.0.1:{port}/ready", timeout=2).status_code == 503,
                    20, "/ready 503", every_s=0.2)
         stopped_at = time.monotonic()
         process.send_signal(signal.SIGTERM)

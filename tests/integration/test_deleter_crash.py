@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from deleter_harness import T1, T2, Table, committed_offsets, deleter, eventually, sink_config
+from deleter_harness import T1, T2, Table, committed_offsets, deleter, sink_config
+from eventually import eventually_async
 
 from shared.broker import EmbeddedBroker
 from shared.deletion import IntentSender
@@ -74,7 +75,7 @@ async def test_deleter_killed_before_committing_redelivers_harmlessly(
             return marker.exists()
 
         try:
-            await eventually(halted, 90, "the victim deleter to reach its halt")
+            await eventually_async(halted, 90, "the victim deleter to reach its halt")
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{log_path.read_text()}") from None
     finally:

@@ -23,9 +23,9 @@ from deleter_harness import (
     RecordingFileSystem,
     Table,
     deleter,
-    eventually,
     sink_config,
 )
+from eventually import eventually_async
 
 from services.deleter.schedule import SCHEDULE_STATE
 from services.deleter.service import DeleterService
@@ -66,7 +66,7 @@ async def test_sweep_deletes_unannounced_staged_files_of_finished_instants_only(
             return not any(os.path.exists(p) for p in (late, leftover, staging(T1), staging(T2),
                                                        staging(T3)))
 
-        await eventually(swept, 30, "the sweep to clear the staging of T1, T2 and T3")
+        await eventually_async(swept, 30, "the sweep to clear the staging of T1, T2 and T3")
         stats = await h.stats()
         assert stats["scheduler"] is True
         assert stats["swept"] == 2 and stats["staging_dirs_removed"] == 3
@@ -94,7 +94,7 @@ async def test_scheduled_reconcile_deletes_an_old_orphan_and_keeps_a_young_one(
         async def orphan_gone() -> bool:
             return not os.path.exists(orphan)
 
-        await eventually(orphan_gone, 30, "the scheduled reconcile to delete the old orphan")
+        await eventually_async(orphan_gone, 30, "the scheduled reconcile to delete the old orphan")
         stats = await h.stats()
         assert stats["deleted"] == 1 and stats["reconcile_orphans"] >= 1
         await h.wait_stat("reconciles", stats["reconciles"] + 2)  # two more scans
@@ -119,16 +119,17 @@ async def test_only_the_member_holding_deletion_partition_0_does_scheduled_work(
             assigned = [bool(m.assignment()) for m in members]
             return all(assigned) and sum(m.scheduled.active for m in members) == 1
 
-        await eventually(one_scheduler, 60, "both members assigned, exactly one scheduler")
+        await eventually_async(one_scheduler, 60, "both members assigned, exactly one scheduler")
         leader = next(m for m in members if m.scheduled.active)
         other = next(m for m in members if m is not leader)
         sweeps_before = other.scheduled.sweeps
-        await eventually(_passes(leader, leader.scheduled.sweeps + 2), 30, "two sweeps by the scheduler")
+        await eventually_async(_passes(leader, leader.scheduled.sweeps + 2), 30,
+                               "two sweeps by the scheduler")
         assert other.scheduled.sweeps == sweeps_before, "the other member swept too"
 
         leader.shutdown()  # the role moves with the partition
         await asyncio.wait_for(tasks[members.index(leader)], 20)
-        await eventually(_passes(other, sweeps_before + 1), 60, "the remaining member to take over")
+        await eventually_async(_passes(other, sweeps_before + 1), 60, "the remaining member to take over")
         assert other.scheduled.active
     finally:
         for member in members:

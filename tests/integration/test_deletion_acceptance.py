@@ -17,7 +17,8 @@ import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as KafkaTopicPartition
-from pipeline import Pipeline, metric_total, wait_until
+from eventually import eventually
+from pipeline import Pipeline, metric_total
 
 from shared.broker import EmbeddedBroker
 
@@ -103,12 +104,12 @@ def test_deletion_leaves_no_orphans_after_a_participant_kill(
             return (pipeline.partition_files() <= pipeline.listed_files()
                     and not leftovers and not lingering and not finished_dirs)
 
-        wait_until(clean, 90, "no orphan, no lingering staged file or staging directory of a "
+        eventually(clean, 90, "no orphan, no lingering staged file or staging directory of a "
                    "finished instant", every_s=1)
         assert asyncio.run(_count_records(broker.bootstrap, f"{unique_name}-deletion-dlq")) == 0
         # Phase 1's view of phase 2 on the coordinator: intents sent, none left unsettled.
         assert metric_total(coordinator, "hudi_sink_deletion_intents_sent_total") > 0
-        wait_until(lambda: metric_total(coordinator, "hudi_sink_deletion_backlog_intents") == 0,
+        eventually(lambda: metric_total(coordinator, "hudi_sink_deletion_backlog_intents") == 0,
                    60, "the deletion backlog drained", every_s=1)
         stats = httpx.get(f"{deleter.url}/deletions/stats").json()
         assert stats["deleted"] > 0

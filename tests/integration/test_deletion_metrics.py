@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from deleter_harness import T1, Table, deleter, eventually, sink_config
+from deleter_harness import T1, Table, deleter, sink_config
+from eventually import eventually_async
 from prometheus_client.parser import text_string_to_metric_families
 
 from shared.broker import EmbeddedBroker
@@ -58,7 +59,7 @@ async def test_a_missing_deleter_shows_as_a_growing_backlog_that_drains_once_it_
             async def drained() -> bool:
                 return await backlog.probe() == 0
 
-            await eventually(drained, 30, "the backlog to drain")
+            await eventually_async(drained, 30, "the backlog to drain")
             settled = sample(h.service.metrics, "hudi_sink_deletion_intents_settled_total",
                              source="deletion")
             assert settled == 6
@@ -90,7 +91,7 @@ async def test_backlog_probe_runs_until_stopped(
         async def reported() -> bool:
             return sample(metrics, "hudi_sink_deletion_backlog_intents") == 1
 
-        await eventually(reported, 15, "the running probe to report the unsettled intent")
+        await eventually_async(reported, 15, "the running probe to report the unsettled intent")
     finally:
         stop.set()
         await asyncio.wait_for(runner, 15)

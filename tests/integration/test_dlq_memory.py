@@ -17,7 +17,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from pipeline import Pipeline, wait_until
+from eventually import eventually
+from pipeline import Pipeline
 from test_bad_records import _produce, _read_all
 
 from shared.broker import EmbeddedBroker
@@ -48,14 +49,14 @@ def test_a_flood_of_large_bad_records_keeps_participant_memory_bounded(
     pipeline.produce(400)  # good records, and the topic
     try:
         coordinator, participant = pipeline.start_ready("coordinator", "participant")
-        wait_until(lambda: all(v["state"] == "writing" and v["last_written_offset"] == 99
+        eventually(lambda: all(v["state"] == "writing" and v["last_written_offset"] == 99
                                for v in httpx.get(f"{participant.url}/partitions").json()), 120,
                    "the good records taken in")
         baseline = _memory_mb(participant.process.pid, "VmRSS")
         bad = [b"{" + bytes([65 + i % 26]) * VALUE_BYTES for i in range(BAD_RECORDS)]  # not JSON
         asyncio.run(_produce(broker.bootstrap, pipeline.topic, bad, pipeline.partitions))
         per_partition = BAD_RECORDS // pipeline.partitions
-        wait_until(lambda: all(v["records_dlq"] == per_partition for v in
+        eventually(lambda: all(v["records_dlq"] == per_partition for v in
                                httpx.get(f"{participant.url}/partitions").json()), 300,
                    "every bad record dead-lettered inside the open instant", every_s=1)
         peak = _memory_mb(participant.process.pid, "VmHWM")

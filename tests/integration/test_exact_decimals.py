@@ -24,7 +24,8 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from pipeline import Pipeline, Service, wait_until
+from eventually import eventually
+from pipeline import Pipeline, Service
 
 from shared.broker import EmbeddedBroker
 
@@ -173,7 +174,7 @@ def test_decimals_exact_and_poison_records_dead_lettered(
         for sink, service in zip((json_sink, json_sink, connect_sink, connect_sink), services, strict=True):
             sink.wait_ready(service, timeout_s=240)
         for sink in sinks:  # a first commit: the participant consumes the (empty) partition
-            wait_until(sink.completed_commits, 120, f"a first commit of {sink.name}")
+            eventually(sink.completed_commits, 120, f"a first commit of {sink.name}")
         json_sent = asyncio.run(_send(broker.bootstrap, json_sink.topic, [v for v, _ in JSON_VALUES]))
         connect_sent = asyncio.run(_send(broker.bootstrap, connect_sink.topic,
                                          [v for v, _ in CONNECT_VALUES]))

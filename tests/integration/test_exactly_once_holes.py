@@ -30,7 +30,8 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from pipeline import Pipeline, Service, metric_total, wait_until
+from eventually import eventually
+from pipeline import Pipeline, Service, metric_total
 from test_bad_records import BAD_KINDS, _produce, _read_all
 from test_failures import _aborts_metric, _assert_exactly
 
@@ -96,7 +97,7 @@ def _hold(seconds: float, services: list[Service]) -> None:
                 raise AssertionError(f"{service.role} exited:\n{service.log_tail()}")
         return time.monotonic() - started >= seconds
 
-    wait_until(elapsed, seconds + 30, f"{seconds:.0f} s with only {[s.role for s in services]}")
+    eventually(elapsed, seconds + 30, f"{seconds:.0f} s with only {[s.role for s in services]}")
 
 
 START_ORDERS = [
@@ -130,7 +131,7 @@ def test_start_up_in_any_order_aborts_nothing_and_dead_letters_once(
         else:
             pipeline.start_ready(*order)
         coordinator = next(s for s in pipeline.services if s.role == "coordinator")
-        wait_until(lambda: sum(pipeline.latest_offsets().values()) == total, 300,
+        eventually(lambda: sum(pipeline.latest_offsets().values()) == total, 300,
                    f"offsets covering all {total} records", every_s=1)
 
         assert pipeline.aborted_transactions(coordinator) == []
@@ -182,18 +183,18 @@ def test_a_participant_frozen_past_the_timeout_gets_a_partial_commit(
         coordinator, victim, survivor = pipeline.start_ready("coordinator", "participant",
                                                              "participant")
         both = [victim, survivor]
-        wait_until(lambda: [len(_owned(p)) for p in both] == [2, 2], 120,
+        eventually(lambda: [len(_owned(p)) for p in both] == [2, 2], 120,
                    "two partitions on each participant")
         # A first commit with rows everywhere: both Spark sessions have written once, so the
         # survivor's flush below is a warm one and answers well inside the 8 s.
         pipeline.produce(4_000)
-        wait_until(lambda: _all_buffered(both, 999), 120, "the first 1,000 records per partition")
+        eventually(lambda: _all_buffered(both, 999), 120, "the first 1,000 records per partition")
         assert httpx.post(f"{coordinator.url}/transactions/commit", timeout=5).status_code == 202
         pipeline.wait_offsets(1_000, timeout_s=120)
         warmed = pipeline.completed_commits()[-1]
 
         pipeline.produce(4_000)
-        wait_until(lambda: _all_buffered(both, 1_999), 120, "the next 1,000 records per partition")
+        eventually(lambda: _all_buffered(both, 1_999), 120, "the next 1,000 records per partition")
         opened = next(t for t in pipeline.transactions(coordinator) if t["state"] == "inflight")
         instant = opened["commit_time"]
         assert {v["commit_time"] for v in _owned(victim)} == {instant}
@@ -203,7 +204,7 @@ def test_a_participant_frozen_past_the_timeout_gets_a_partial_commit(
             views = _owned(victim)
             return views if any(v["state"] in ("draining", "ending") for v in views) else None
 
-        at_freeze = wait_until(reached_by_end, 30, "END_COMMIT reaching the victim", every_s=0.02)
+        at_freeze = eventually(reached_by_end, 30, "END_COMMIT reaching the victim", every_s=0.02)
         victim.process.send_signal(signal.SIGSTOP)
         frozen_at = time.monotonic()
         frozen = _named([v for v in at_freeze if v["state"] != "reported"])
@@ -212,7 +213,7 @@ def test_a_participant_frozen_past_the_timeout_gets_a_partial_commit(
             return next((t for t in pipeline.transactions(coordinator)
                          if t["commit_time"] == instant and t["state"] != "inflight"), None)
 
-        decided = wait_until(outcome, 30, f"instant {instant} decided", every_s=0.5)
+        decided = eventually(outcome, 30, f"instant {instant} decided", every_s=0.5)
         assert time.monotonic() - frozen_at < LONG_SESSION_MS / 1000, "the freeze outlived the session"
         assert decided["state"] == "committed", (decided, pipeline.logs())
         assert frozen and set(decided["carried"] or ()) == frozen, (decided, frozen)
@@ -249,27 +250,27 @@ def test_stall_and_lag_metrics_and_group_offsets_tell_the_truth(
     try:
         coordinator, participant = pipeline.start_ready("coordinator", "participant")
         producer = pipeline.produce_in_background(10_000, rate=200)
-        wait_until(lambda: sum(pipeline.latest_offsets().values()) > 0, 120, "a first commit with data")
+        eventually(lambda: sum(pipeline.latest_offsets().values()) > 0, 120, "a first commit with data")
         stall = "hudi_sink_seconds_since_last_commit"
         participant.process.send_signal(signal.SIGSTOP)
-        wait_until(lambda: metric_total(coordinator, stall) >= 10, 25,
+        eventually(lambda: metric_total(coordinator, stall) >= 10, 25,
                    "the stall metric past 10 s", every_s=0.5)
         stalled = metric_total(coordinator, stall)
-        wait_until(lambda: metric_total(coordinator, stall) >= stalled + 3, 10,
+        eventually(lambda: metric_total(coordinator, stall) >= stalled + 3, 10,
                    "the stall metric still growing", every_s=0.5)
         participant.process.send_signal(signal.SIGCONT)
-        wait_until(lambda: producer.poll() is None
+        eventually(lambda: producer.poll() is None
                    and metric_total(participant, "hudi_sink_table_lag_records") > 0, 30,
                    "a positive table lag while records keep arriving", every_s=0.2)
-        wait_until(lambda: metric_total(coordinator, stall) < 8, 60,
+        eventually(lambda: metric_total(coordinator, stall) < 8, 60,
                    "the stall metric back to a healthy value", every_s=0.5)
 
         assert producer.wait(timeout=120) == 0
         pipeline.wait_offsets(2_500, timeout_s=240)
         _assert_exactly(pipeline, 10_000)
-        wait_until(lambda: metric_total(participant, "hudi_sink_table_lag_records") == 0, 30,
+        eventually(lambda: metric_total(participant, "hudi_sink_table_lag_records") == 0, 30,
                    "no table lag once everything is committed", every_s=0.5)
-        wait_until(lambda: pipeline.group_offsets() == pipeline.latest_offsets(), 30,
+        eventually(lambda: pipeline.group_offsets() == pipeline.latest_offsets(), 30,
                    "the participants' group offsets equal to the latest commit's", every_s=1)
     finally:
         pipeline.stop_all()

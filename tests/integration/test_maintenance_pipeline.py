@@ -15,7 +15,8 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
-from pipeline import Pipeline, metric_total, wait_until
+from eventually import eventually
+from pipeline import Pipeline, metric_total
 
 from shared.broker import EmbeddedBroker
 
@@ -104,10 +105,10 @@ def _run(broker: EmbeddedBroker, tmp_path: Path, name: str, *, rate: int, second
         assert view["last_error"] is None, summary
         # Replaced files are deleted by the deleter, after the clean: none older than the
         # retention remains once the pipeline is quiet.
-        wait_until(lambda: httpx.get(f"{coordinator.url}/maintenance", timeout=5).json()
+        eventually(lambda: httpx.get(f"{coordinator.url}/maintenance", timeout=5).json()
                    ["replaced_files_on_disk"] == 0, 60, "replaced files cleaned and deleted")
         assert sorted(pipeline.read_agreed()[0].column("id").to_pylist()) == sorted(ids)
-        wait_until(lambda: not _finished_staging(pipeline), 30, "staging of finished instants removed")
+        eventually(lambda: not _finished_staging(pipeline), 30, "staging of finished instants removed")
         return summary
 
 

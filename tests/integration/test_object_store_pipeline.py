@@ -14,7 +14,8 @@ import signal
 from pathlib import Path
 
 import pytest
-from pipeline import Pipeline, wait_until
+from eventually import eventually
+from pipeline import Pipeline
 from s3_server import MotoS3
 
 from shared.broker import EmbeddedBroker
@@ -42,7 +43,7 @@ def test_exactly_once_on_s3_across_a_coordinator_kill(
         assert pipeline.read_agreed()[0].num_rows == 10_000  # Hudi's Java reader via s3a://
 
         pipeline.produce(10_000)
-        wait_until(pipeline.staged_files, 120, "staged objects of an open instant", every_s=0.1)
+        eventually(pipeline.staged_files, 120, "staged objects of an open instant", every_s=0.1)
         pipeline.kill(coordinator, signal.SIGKILL)
         visible = pipeline.read()
         assert visible.num_rows == pipeline.committed_records(), "uncommitted rows are visible"
@@ -64,7 +65,7 @@ def test_exactly_once_on_s3_across_a_coordinator_kill(
                                   if p.split("/.hoodie/.temp/", 1)[1].split("/", 1)[0] in completed]
             return pipeline.partition_files() <= pipeline.listed_files() and not staged_of_finished
 
-        wait_until(clean, 90, "every Parquet object outside .hoodie referenced by a completed "
+        eventually(clean, 90, "every Parquet object outside .hoodie referenced by a completed "
                    "commit, no staged object of a completed instant", every_s=1)
         bucket = pipeline.table_uri.split("/")[2]
         assert not [k for k in moto_s3.keys(bucket) if "/.sink/probe/" in k]  # probes cleaned up

@@ -13,7 +13,8 @@ import signal
 from pathlib import Path
 
 import pytest
-from pipeline import Pipeline, wait_until
+from eventually import eventually
+from pipeline import Pipeline
 
 from shared.broker import EmbeddedBroker
 
@@ -40,7 +41,7 @@ def test_exactly_once_across_coordinator_crash(
 
         # Second half, and a coordinator killed while an instant has staged data.
         pipeline.produce(10_000)
-        wait_until(lambda: _staged_parquet(pipeline), 120, "staged files of an open instant",
+        eventually(lambda: _staged_parquet(pipeline), 120, "staged files of an open instant",
                    every_s=0.1)
         pipeline.kill(coordinator, signal.SIGKILL)
         pending = [p.name for p in pipeline.timeline.glob("*.inflight")

@@ -26,8 +26,9 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from eventually import eventually
 from kafka_cluster import KafkaCluster
-from pipeline import Pipeline, wait_until
+from pipeline import Pipeline
 
 from shared.broker import EmbeddedBroker
 
@@ -99,7 +100,7 @@ def test_open_transaction_is_withheld_then_committed_exactly_once(
         expected += in_transaction + behind + during
         # Partition 0: 50 + 500 + 20 records, then the commit marker at 570, which the
         # committed offset need not pass (it is never a record).
-        wait_until(lambda: pipeline.latest_offsets().get(0, 0) >= 570, 120,
+        eventually(lambda: pipeline.latest_offsets().get(0, 0) >= 570, 120,
                    "the transaction's records committed")
         ids = _ids(pipeline)
         assert sorted(ids) == sorted(expected), "missing or unexpected ids"
@@ -123,7 +124,7 @@ def test_aborted_transaction_mid_stream_never_reaches_the_table(
         expected = _send(stream, pipeline.topic, 0, "before-0", 1_000)
         expected += _send(stream, pipeline.topic, 1, "before-1", 1_000)
         pipeline.start_ready("coordinator", "participant")
-        wait_until(lambda: sum(pipeline.latest_offsets().values()) > 0, 120,
+        eventually(lambda: sum(pipeline.latest_offsets().values()) > 0, 120,
                    "the sink committing the stream's first records")
 
         upstream.init_transactions(30)
@@ -142,7 +143,7 @@ def test_aborted_transaction_mid_stream_never_reaches_the_table(
 
         # The "after" records lie behind the aborted ones in both partitions: once they are
         # all in the table, the sink has read past every aborted record.
-        wait_until(lambda: sum(_ids(pipeline).values()) >= len(expected), 240,
+        eventually(lambda: sum(_ids(pipeline).values()) >= len(expected), 240,
                    f"{len(expected)} rows in the table", every_s=1)
         ids = _ids(pipeline)
         leaked = [i for i in aborted if i in ids]

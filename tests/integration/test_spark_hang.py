@@ -13,7 +13,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from pipeline import Pipeline, wait_until
+from eventually import eventually
+from pipeline import Pipeline
 from test_failures import _assert_exactly
 
 from shared.broker import EmbeddedBroker
@@ -53,7 +54,7 @@ def test_a_hung_spark_driver_makes_the_participant_exit_and_nothing_is_lost(
             assert "did not return within spark.job_timeout_ms" in log, log[-3000:]
             assert "killing the Spark driver JVM" in log, log[-3000:]
             assert took < 60, f"exit {took:.1f} s after the driver stopped answering"
-            wait_until(lambda: not jvm.is_running() or jvm.status() == psutil.STATUS_ZOMBIE, 10,
+            eventually(lambda: not jvm.is_running() or jvm.status() == psutil.STATUS_ZOMBIE, 10,
                        "the hung JVM gone with its participant", every_s=0.2)
         finally:
             if jvm.is_running():

@@ -7,13 +7,13 @@ were; once the broker is back, the same decision is taken again and its intent i
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from deleter_harness import T1, Table, sink_config
+from eventually import eventually_async
 
 from services.coordinator.committer import TableCommitter
 from shared.broker import EmbeddedBroker, free_port
@@ -100,15 +100,17 @@ async def test_unsendable_intents_leave_metadata_unchanged_and_the_decision_is_r
         back.start()
         try:
             await ensure_sink_topics(config)
-            deadline = time.monotonic() + RETRY_FOR_S
-            while True:  # what the coordinator does with a refused decision: try again later
+
+            async def decided() -> bool:
+                """What the coordinator does with a refused decision: try again later."""
                 try:
                     await asyncio.to_thread(committer.commit, T1, metadata, moves)
-                    break
                 except DeletionIntentError:
-                    if time.monotonic() > deadline:
-                        raise
-                    await asyncio.sleep(0.5)
+                    return False
+                return True
+
+            await eventually_async(decided, RETRY_FOR_S, "the decision accepted once the broker is back",
+                                   every_s=0.5)
             assert table.hudi.completed_commits() == [T1]
             assert committer.refresh().committed(T1)
             assert (base / final).exists() and Path(unlisted).exists()  # the deleter's job now
