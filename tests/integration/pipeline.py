@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ import pyarrow as pa
 import yaml
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as KafkaTopicPartition
+from eventually import eventually
 from hudi import HudiReadOptions, HudiTableBuilder
 
 from shared.broker import free_port
@@ -39,18 +39,9 @@ if TYPE_CHECKING:
 HUDI_SINK = str(Path(sys.executable).with_name("hudi-sink"))
 
 
-def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, every_s: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout_s
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except Exception as exc:  # noqa: BLE001 - keep polling; report the last error
-            last_error = exc
-        time.sleep(every_s)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what} (last error: {last_error})")
+wait_until = eventually
+"""The old name of ``eventually.eventually``, kept only for test files still being changed
+elsewhere; new code imports ``eventually``."""
 
 
 def metric_samples(service: Service, name: str) -> dict[str, float]:
@@ -217,7 +208,7 @@ class Pipeline:
     def wait_holding_staged_files(self, participant: Service) -> None:
         """Until ``participant`` has flushed files of its open instant (a mid-transaction
         moment worth killing or freezing it at)."""
-        wait_until(lambda: any(v["staged_files"] for v in
+        eventually(lambda: any(v["staged_files"] for v in
                                httpx.get(f"{participant.url}/partitions").json()), 120,
                    "staged files of an open instant on the participant", every_s=0.2)
 
@@ -227,7 +218,7 @@ class Pipeline:
                 raise AssertionError(f"{service.role} exited:\n{service.log_tail()}")
             return httpx.get(f"{service.url}/ready", timeout=2).status_code == 200
 
-        wait_until(ready, timeout_s, f"{service.role} ready")
+        eventually(ready, timeout_s, f"{service.role} ready")
 
     # --- data -----------------------------------------------------------------------------
     def produce(self, records: int, rate: float | None = None) -> None:
@@ -303,7 +294,7 @@ class Pipeline:
             fresh = [i for i in self.completed_commits() if i not in before and where(i)]
             return fresh if len(fresh) >= more else None
 
-        return wait_until(new, timeout_s, f"{more} more commit(s)")  # type: ignore[no-any-return]
+        return eventually(new, timeout_s, f"{more} more commit(s)")
 
     def wait_offsets(self, expected: int, timeout_s: float) -> None:
         want = dict.fromkeys(range(self.partitions), expected)
@@ -316,7 +307,7 @@ class Pipeline:
             return self.latest_offsets() == want
 
         try:
-            wait_until(reached, timeout_s, f"offsets {want} in the latest commit", every_s=1)
+            eventually(reached, timeout_s, f"offsets {want} in the latest commit", every_s=1)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\nlatest={self.latest_offsets()}\n{self.logs()}") from None
 
