@@ -1,4 +1,4 @@
-"""The deletion DLQ seen from REST: list it, replay it (DESIGN §4, "Retry").
+"""The deletion DLQ seen from REST: list it, replay it (two-phase deletion's retry path).
 
 Intents land in ``<name>-deletion-dlq`` after ``max_redeliveries`` (or undecodable). Listing
 reads the whole topic with a short-lived consumer outside the group; replaying sends every
@@ -20,7 +20,7 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from services.deleter.context import Counted, DeleterContext
 from services.deleter.errors import ServiceUnavailable
-from services.deleter.rest import DlqEntry, ReplayResult
+from services.deleter.views import DlqEntry, ReplayResult
 from shared.clients import KafkaClientFactory
 from shared.config import SinkConfig
 from shared.deletion import IntentSender

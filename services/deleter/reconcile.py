@@ -1,4 +1,4 @@
-"""The orphan scan (DESIGN §4, "Reconcile"): storage minus everything any instant references.
+"""The orphan scan (the reconcile): storage minus everything any instant references.
 
 ``table_state.scan_orphans`` does the listing; this module turns it into a report, or (not a
 dry run) into ORPHAN intents on the deletion topic, acked before it answers. Enqueued
@@ -22,8 +22,8 @@ from aiokafka.errors import KafkaError
 
 from services.deleter.context import Counted, DeleterContext
 from services.deleter.errors import ServiceUnavailable
-from services.deleter.rest import OrphanView, ReconcileResult
 from services.deleter.table_state import own_instant, relative_path, scan_orphans
+from services.deleter.views import OrphanView, ReconcileResult
 from shared.config import DeletionConfig
 from shared.deletion import IntentSender
 from shared.deletion_intent import DeletionReason, PendingDelete

@@ -1,6 +1,6 @@
 """Deleter admin routes: stats, the deletion DLQ (list and replay) and the orphan scan.
 
-The views are what the routes answer; the routes reach the service only through
+The routes answer with the models of :mod:`.views` and reach the service only through
 :class:`DeletionControl` (no import of the service module). Bearer auth is added by the
 service shell's admin app around this router.
 """
@@ -10,83 +10,11 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from fastapi import APIRouter, HTTPException, Query
-from pydantic import BaseModel
 
 from services.deleter.errors import ServiceUnavailable
+from services.deleter.views import DeletionStats, DlqEntry, ReconcileResult, ReplayResult
 
-__all__ = ["DeletionStats", "DlqEntry", "ReplayResult", "OrphanView", "ReconcileResult",
-           "DeletionControl", "build_router"]
-
-
-class DeletionStats(BaseModel):
-    """Counters since this deleter process started (each pod counts its own work)."""
-
-    pending: int
-    """Intents fetched and held back until their not-before time (a lower bound of the
-    backlog: the broker's end offsets are not trusted, see reference/tansu-broker.md)."""
-    deleted: int
-    kept_in_use: int
-    """Intents dropped because the file must stay (listed, rolled-back replace, foreign)."""
-    retried: int
-    """Re-enqueues to the retry topic (not yet decidable, or the delete failed)."""
-    dlq: int
-    reconcile_orphans: int
-    """Orphans reported by reconcile scans (dry runs and scheduled scans included)."""
-    missing_already: int
-    """Intents whose file was already gone (duplicates, redeliveries): success."""
-    failed: int
-    """Attempts that raised (storage or metadata errors); each is retried or dead-lettered."""
-    replayed: int
-    undecodable: int
-    swept: int
-    """Files of finished instants' staging removed by the scheduled sweep (nobody had
-    announced them, e.g. a flush that landed after the rollback's intents were sent)."""
-    staging_dirs_removed: int
-    """Staging directories of finished instants removed once they held no file."""
-    scheduler: bool
-    """Whether this pod runs the scheduled sweep and reconcile (it holds deletion
-    partition 0)."""
-    sweeps: int
-    reconciles: int
-    """Scheduled passes this pod completed (a failed pass is logged and counted in
-    ``hudi_sink_deletion_scheduled_runs_total{result="failed"}``)."""
-
-
-class DlqEntry(BaseModel):
-    """One message of the deletion DLQ."""
-
-    partition: int
-    offset: int
-    file_path: str | None
-    table_path: str | None
-    reason: str | None
-    killing_instant: str | None
-    attempts: int | None
-    last_error: str | None
-    error_class: str | None
-    dlq_reason: str | None
-    first_failure_at: float | None
-    replayed: bool
-    source: str | None
-    """Where the intent was first consumed: ``topic:partition:offset``."""
-
-
-class ReplayResult(BaseModel):
-    replayed: int
-    already_replayed: int
-    undecodable: int
-
-
-class OrphanView(BaseModel):
-    path: str
-    size: int
-    age_s: float
-
-
-class ReconcileResult(BaseModel):
-    dry_run: bool
-    orphans: list[OrphanView]
-    enqueued: int
+__all__ = ["DeletionControl", "build_router"]
 
 
 _UNAVAILABLE: dict[int | str, dict[str, Any]] = {

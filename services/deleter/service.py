@@ -1,4 +1,4 @@
-"""The deleter service: phase 2 of two-phase deletion (DESIGN §4), on the common service shell.
+"""The deleter service: phase 2 of two-phase deletion, on the common service shell.
 
 What is its own: the clients it opens (a producer for re-enqueues, a member of
 ``<name>-deleter``), two routines and a router.
@@ -7,7 +7,8 @@ What is its own: the clients it opens (a producer for re-enqueues, a member of
 - ``schedule``: the work done by the member holding partition 0 of the deletion topic — the
   staging sweep (``staging``) and the orphan scan (``reconcile``);
 - ``settle``: deciding and acting on one intent, for both of them;
-- ``dlq``: listing and replaying the deletion DLQ; ``rest``: the routes.
+- ``dlq``: listing and replaying the deletion DLQ; ``rest``: the routes, answering with
+  the models of ``views``.
 
 On stop, the routines finish the batch and the pass in hand (at most ``DRAIN_TIMEOUT_S``)
 before the member leaves the group, so uncommitted intents go to another member.
@@ -29,11 +30,12 @@ from services.deleter.dlq import DeletionDlq
 from services.deleter.errors import ServiceUnavailable
 from services.deleter.intents import IntentLoop
 from services.deleter.reconcile import Reconciler
-from services.deleter.rest import DeletionStats, DlqEntry, ReconcileResult, ReplayResult, build_router
+from services.deleter.rest import build_router
 from services.deleter.schedule import Schedule, ScheduledWork
 from services.deleter.settle import Effect, Settler
 from services.deleter.staging import StagingSweeper
 from services.deleter.table_state import TableStateCache
+from services.deleter.views import DeletionStats, DlqEntry, ReconcileResult, ReplayResult
 from shared.clients import KafkaClientFactory
 from shared.config import SinkConfig
 from shared.deletion import IntentSender

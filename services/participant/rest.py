@@ -1,7 +1,8 @@
 """Participant admin routes: what each assigned partition is doing.
 
-The view models and the router; the service only supplies its partitions' states through
-:class:`PartitionSource` (this module never imports the service).
+The router only; the view models are in :mod:`.views`, and the service supplies its
+partitions' views through :class:`PartitionSource` (this module imports neither the service
+nor the domain).
 """
 
 from __future__ import annotations
@@ -9,51 +10,10 @@ from __future__ import annotations
 from typing import Protocol
 
 from fastapi import APIRouter
-from pydantic import BaseModel
 
-from services.participant.transaction import TransactionParticipant
+from services.participant.views import PartitionView
 
-__all__ = ["PartitionView", "PartitionSource", "build_router"]
-
-
-class PartitionView(BaseModel):
-    """One assigned partition as ``GET /partitions`` shows it."""
-
-    topic: str
-    partition: int
-    state: str
-    commit_time: str | None
-    coordinator_epoch: int
-    start_offset: int
-    buffered_records: int
-    staged_files: int
-    records_written: int
-    records_dlq: int
-    last_written_offset: int | None
-    committed_offset: int | None
-    fetched_offset: int | None
-    lag: int | None
-    failed: str | None
-
-    @classmethod
-    def of(cls, state: TransactionParticipant) -> PartitionView:
-        return cls(
-            topic=state.topic,
-            partition=state.partition,
-            state=state.phase.value,
-            commit_time=state.instant,
-            coordinator_epoch=state.epoch,
-            start_offset=state.start_offset,
-            buffered_records=len(state.rows),
-            staged_files=len(state.staged),
-            records_written=state.counters.written,
-            records_dlq=state.counters.dlq,
-            last_written_offset=state.next_offset - 1 if state.instant else None,
-            committed_offset=state.committed_offset,
-            fetched_offset=state.fetched_offset,
-            lag=state.lag(),
-            failed=state.failure,
-        )
+__all__ = ["PartitionSource", "build_router"]
 
 
 class PartitionSource(Protocol):

@@ -38,9 +38,10 @@ from services.participant.dlq_sender import DeadLetterSender
 from services.participant.flusher import Flusher
 from services.participant.intake import Intake, RebalanceSignal
 from services.participant.reports import Reporter
-from services.participant.rest import PartitionView, build_router
+from services.participant.rest import build_router
 from services.participant.runtime import BackgroundTasks, Clock, ParticipantClients, Runtime
 from services.participant.transaction import TransactionParticipant
+from services.participant.views import PartitionView
 from shared.clients import KafkaClientFactory
 from shared.config import SinkConfig
 from shared.faults import Faults

@@ -1,0 +1,54 @@
+"""What the participant's admin routes show, built from its domain state.
+
+The routes (``rest``) answer with these models; the service builds them from its partitions.
+Domain modules never import ``rest``: the view types live here, beside the one place that
+knows how a :class:`TransactionParticipant` reads as a view.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from services.participant.transaction import TransactionParticipant
+
+__all__ = ["PartitionView"]
+
+
+class PartitionView(BaseModel):
+    """One assigned partition as ``GET /partitions`` shows it."""
+
+    topic: str
+    partition: int
+    state: str
+    commit_time: str | None
+    coordinator_epoch: int
+    start_offset: int
+    buffered_records: int
+    staged_files: int
+    records_written: int
+    records_dlq: int
+    last_written_offset: int | None
+    committed_offset: int | None
+    fetched_offset: int | None
+    lag: int | None
+    failed: str | None
+
+    @classmethod
+    def of(cls, state: TransactionParticipant) -> PartitionView:
+        return cls(
+            topic=state.topic,
+            partition=state.partition,
+            state=state.phase.value,
+            commit_time=state.instant,
+            coordinator_epoch=state.epoch,
+            start_offset=state.start_offset,
+            buffered_records=len(state.rows),
+            staged_files=len(state.staged),
+            records_written=state.counters.written,
+            records_dlq=state.counters.dlq,
+            last_written_offset=state.next_offset - 1 if state.instant else None,
+            committed_offset=state.committed_offset,
+            fetched_offset=state.fetched_offset,
+            lag=state.lag(),
+            failed=state.failure,
+        )
