@@ -1,14 +1,15 @@
 """Error hierarchy shared by every service.
 
 Expected outcomes (a duplicate status, a stale epoch) are return values, not exceptions;
-exceptions here mean something a caller must react to. Two kinds:
+exceptions here mean something a caller must react to. Two kinds, in two separate trees:
 
-- runtime failures (everything but :class:`HudiSinkBug`): the table, the config, a peer or
-  the network is not as expected; callers log, retry, carry or exit with a clear message;
+- runtime failures (:class:`HudiSinkError` and its subclasses): the table, the config, a
+  peer or the network is not as expected; callers log, retry, carry or exit with a clear
+  message;
 - :class:`HudiSinkBug`: our own code broke an invariant (an illegal state transition). It is
-  never retried or handled like a runtime failure: every ``except HudiSinkError`` that
-  handles failures lets it through (``except HudiSinkBug: raise`` first), so the process
-  stops and the supervisor restarts it from durable state.
+  never retried or handled like a runtime failure. It is deliberately *not* a
+  ``HudiSinkError``, so no ``except HudiSinkError`` that handles failures can catch it: the
+  process stops and the supervisor restarts it from durable state.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ __all__ = [
 
 
 class HudiSinkError(Exception):
-    """Root of every error raised on purpose by hudi-sink."""
+    """Root of every runtime failure raised on purpose by hudi-sink (bugs are
+    :class:`HudiSinkBug`, outside this tree)."""
 
 
 class ConfigError(HudiSinkError):
@@ -54,8 +56,9 @@ class FencedError(HudiSinkError):
     """A newer coordinator epoch owns the table; this process must stop acting as leader."""
 
 
-class HudiSinkBug(HudiSinkError):
-    """An invariant of our own code is broken: stop, never retry."""
+class HudiSinkBug(Exception):
+    """An invariant of our own code is broken: stop, never retry. Not a
+    :class:`HudiSinkError`, so a handler of runtime failures never swallows it."""
 
 
 class IllegalTransition(HudiSinkBug):

@@ -254,14 +254,6 @@ class SinkLog:
             return False
         return True
 
-    def append_or_fence(self, entry: LogEntry) -> None:
-        """Append as the current leader; a taken number means a newer leader exists."""
-        if not self.try_append(entry):
-            raise FencedError(
-                f"sink log seq {entry.seq} already taken: a newer coordinator epoch than "
-                f"{entry.epoch} owns the table"
-            )
-
     def won_by(self, seq: int, epoch: int) -> LogEntry | None:
         """The entry at ``seq`` when it is a won entry of ``epoch``, made durable again; None
         when the number holds another epoch's entry, is gone, or is a stray below the floor.

@@ -26,7 +26,8 @@ from typing import Any
 import orjson
 
 from services.bench.data import BENCH_SCHEMA, RecordMaker
-from services.coordinator.committer import DirectDisposal, TableCommitter
+from services.coordinator.committer import TableCommitter
+from services.coordinator.disposal import DirectDisposal
 from services.participant.decoder import RecordDecoder, Row
 from services.participant.flush_plan import FlushInput, name_flush, plan_flush, prepare_flush
 from shared.config import SparkConfig, TableConfig

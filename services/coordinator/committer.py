@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from services.coordinator.disposal import DirectDisposal, StagedFileDisposal
+from services.coordinator.disposal import StagedFileDisposal
 from shared import sink_log_state
-from shared.errors import FencedError, HudiSinkBug, HudiSinkError, TableFormatError
+from shared.errors import FencedError, HudiSinkError, TableFormatError
 from shared.fs import FileSystem
 from shared.hudi import layout
 from shared.hudi.layout import InstantState
@@ -39,7 +39,7 @@ from shared.hudi.write_stats import WriteStat
 from shared.sink_log import SinkLog
 from shared.sink_log_state import DecisionRecord, EntryKind, LogEntry, SinkLogState, commit_finished
 
-__all__ = ["TableCommitter", "RecoveryReport", "StagedFileDisposal", "DirectDisposal"]
+__all__ = ["TableCommitter", "RecoveryReport"]
 
 log = logging.getLogger("hudi_sink.committer")
 
@@ -69,7 +69,7 @@ class TableCommitter:
         self._fs = fs
         self._table = table
         self._log = SinkLog(fs, table.base_path)
-        self.disposal = disposal
+        self._disposal = disposal
         self.epoch = 0
         self._seq = 0
         self.state = SinkLogState()
@@ -83,6 +83,11 @@ class TableCommitter:
         """Roll-forward of decided non-``commit`` actions (maintenance registers them)."""
         self.done_checks: dict[str, Callable[[LogEntry], bool]] = {}  # effect done: trim it
 
+    @property
+    def disposal(self) -> StagedFileDisposal:
+        """Where staged files no commit lists go; fixed when the committer is built."""
+        return self._disposal
+
     # --- epochs ---------------------------------------------------------------------------
     def claim_epoch(self, leader: dict[str, Any]) -> int:
         """Append an EPOCH entry at the next free number; from then on any older leader's
@@ -93,13 +98,8 @@ class TableCommitter:
     def _claim_epoch_locked(self, leader: dict[str, Any]) -> int:
         for _ in range(100):
             self.state = self._log.read_state(self.state)
-            entry = LogEntry(
-                seq=self.state.last_seq + 1,
-                kind=EntryKind.EPOCH,
-                epoch=self.state.epoch + 1,
-                leader=leader,
-                created_at=_now(),
-            )
+            entry = LogEntry(seq=self.state.last_seq + 1, kind=EntryKind.EPOCH,
+                             epoch=self.state.epoch + 1, leader=leader, created_at=_now())
             if self._log.try_append(entry):
                 self.state.apply(entry)
                 self.epoch, self._seq = entry.epoch, entry.seq
@@ -382,8 +382,6 @@ class TableCommitter:
                 self._log.remove_below_floor()  # finishing a trim that failed mid-way
             self._trim_unfinished = False
             self.refresh()  # forget what the checkpoint forgot
-        except HudiSinkBug:
-            raise
         except (HudiSinkError, OSError) as exc:
             log.warning("sink log trim failed (retried after the next decision): %s", exc)
 

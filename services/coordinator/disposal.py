@@ -1,4 +1,6 @@
-"""Where staged files go that no commit will ever list (re-exported by ``committer``)."""
+"""Where staged files go that no commit will ever list: the committer's ``disposal``,
+passed in when it is built (``shared.deletion.KafkaDisposal`` once the service has a producer,
+``DirectDisposal`` without a deletion service)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ __all__ = ["DirectDisposal", "StagedFileDisposal"]
 
 
 class StagedFileDisposal(Protocol):
-    """Where staged files go that no commit will ever list (DESIGN §4, phase 1 and 2).
+    """Where staged files go that no commit will ever list (phase 1 of two-phase deletion
+    hands them to phase 2).
 
     ``before_decision`` runs before the metadata change that makes the files dead and must
     be durable when it returns (e.g. deletion intents acked by the broker) or raise, so the

@@ -15,7 +15,7 @@ from typing import Any
 
 from services.coordinator.commit_metadata import CARRIED_KEY
 from services.coordinator.commit_state import CommitState
-from services.coordinator.rest import TransactionView
+from services.coordinator.views import TransactionView
 from shared.errors import TableFormatError
 from shared.hudi.offsets import offsets_from_metadata
 from shared.hudi.table import HudiTable

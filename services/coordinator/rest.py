@@ -2,49 +2,26 @@
 
 History comes from this process, the table's commits and the sink log's abort decisions
 (``history.TransactionHistory``), so a freshly elected leader or a standby answers with the
-same committed history; it is read in a worker thread, never on the event loop.
+same committed history; it is read in a worker thread, never on the event loop. The view
+models are in :mod:`.views`.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from services.coordinator.views import CurrentTransaction, TransactionView
+
 __all__ = [
-    "TransactionView", "CurrentTransaction", "ActionResponse", "TransactionControl", "build_router",
-    "MaintenanceControl", "build_maintenance_router",
+    "ActionResponse", "TransactionControl", "build_router", "MaintenanceControl",
+    "build_maintenance_router",
 ]
-
-
-class TransactionView(BaseModel):
-    commit_time: str
-    state: Literal["committed", "aborted", "inflight"]
-    epoch: int | None = None
-    records: int | None = None
-    files: int | None = None
-    bytes: int | None = None
-    offsets: dict[str, int] = {}
-    duration_s: float | None = None
-    reason: str | None = None
-    carried: list[str] | None = None
-    """Partitions (``topic:p``) whose offsets a partial commit carried forward."""
-
-
-class CurrentTransaction(BaseModel):
-    role: Literal["leader", "standby"]
-    phase: str
-    commit_time: str | None
-    epoch: int
-    partitions_expected: int
-    partitions_answered: list[str]
-    partitions_pending: list[str]
-    age_s: float | None
-    leader: dict[str, Any]
 
 
 class ActionResponse(BaseModel):
@@ -74,16 +51,17 @@ class TransactionControl(Protocol):
     def request_abort(self) -> str | None: ...
 
 
+def _not_leader(leader: dict[str, Any]) -> JSONResponse:
+    """A standby's 409, naming the leader (its admin URL when it has one)."""
+    name = leader.get("admin_url") or leader.get("host") or "unknown"
+    return JSONResponse(
+        {"detail": f"this coordinator is a standby; the leader is {name}", "leader": leader},
+        status_code=409,
+    )
+
+
 def build_router(service: TransactionControl) -> APIRouter:
     router = APIRouter(tags=["coordinator"])
-
-    def not_leader() -> JSONResponse:
-        leader = service.leader_info()
-        name = leader.get("admin_url") or leader.get("host") or "unknown"
-        return JSONResponse(
-            {"detail": f"this coordinator is a standby; the leader is {name}", "leader": leader},
-            status_code=409,
-        )
 
     @router.get("/transactions/current", response_model=CurrentTransaction)
     async def current() -> CurrentTransaction:
@@ -100,7 +78,7 @@ def build_router(service: TransactionControl) -> APIRouter:
     def on_leader(command: Callable[[], str | None], answer: Callable[[str | None], Any]) -> Any:
         """Run a transaction command on the leader; a standby answers 409 naming the leader."""
         if not service.is_leader:
-            return not_leader()
+            return _not_leader(service.leader_info())
         return answer(command())
 
     @router.post("/transactions/commit", response_model=ActionResponse, status_code=202,
@@ -156,10 +134,7 @@ def build_maintenance_router(service: MaintenanceControl) -> APIRouter:
                  responses={409: {"description": "standby: names the leader"}})
     async def cluster_now() -> Any:
         if not service.is_leader:
-            leader = service.leader_info()
-            name = leader.get("admin_url") or leader.get("host") or "unknown"
-            return JSONResponse({"detail": f"this coordinator is a standby; the leader is {name}",
-                                 "leader": leader}, status_code=409)
+            return _not_leader(service.leader_info())
         service.request_clustering()
         return ActionResponse(accepted=True, commit_time=None,
                               detail="a maintenance pass (clustering, clean, archival) starts now")

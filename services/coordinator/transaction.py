@@ -5,8 +5,9 @@
   ENDED and every partition answered → commit | ENDED and timed out → partial commit, keep
   waiting, or abort | ENDED → re-send END to partitions that have not answered.
 ``receive`` applies one participant message between steps and returns the replies. Leadership
-(election, epochs, recovery) is the service's; this class starts at ``take_over`` and ends at
-``stand_by``. Phases move only through ``COORDINATOR_TRANSITIONS``.
+(election, epochs, recovery) is ``leadership``'s; this class starts at ``take_over`` and ends at
+``stand_by``. Phases move only through ``COORDINATOR_TRANSITIONS``, and the open phases carry
+their ``CommitState`` (``phase.PhaseMachine``). Time is the context's monotonic ``clock``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiokafka.errors import KafkaError
 
@@ -24,7 +25,8 @@ from services.coordinator.commit_state import AbortReason, CommitState, StatusOu
 from services.coordinator.committer import RecoveryReport, TableCommitter
 from services.coordinator.history import TransactionHistory, transaction_view
 from services.coordinator.instants import reserve_instant
-from services.coordinator.rest import TransactionView
+from services.coordinator.phase import UNDECIDED_PHASES, Closed, Open, PhaseMachine
+from services.coordinator.views import TransactionView
 from shared.config import SinkConfig
 from shared.hudi.table import HudiTable
 from shared.metrics import Metrics
@@ -40,15 +42,17 @@ from shared.protocol import (
     WriteStatus,
 )
 from shared.schema import TableSchema
-from shared.states import COORDINATOR_TRANSITIONS, CoordinatorPhase, StateMachine
+from shared.states import CoordinatorPhase
 
-__all__ = ["TransactionDriver", "DriverContext", "Outgoing", "Reply"]
+__all__ = ["TransactionDriver", "DriverContext", "Outgoing", "Reply", "Clock"]
 
 log = logging.getLogger("hudi_sink.coordinator")
 
 Outgoing = StartCommit | EndCommit | AckCommit
-Reply = tuple[Outgoing, str | None]
-"""A message to send and the instant it is for (None: the open instant)."""
+Reply = tuple[Outgoing, str]
+"""A message to send and the instant it is for."""
+Clock = Callable[[], float]
+"""Monotonic seconds (``time.monotonic``; tests pass their own)."""
 ChannelSend = Callable[[Outgoing, str, int], Awaitable[None]]
 """Send (payload, instant, epoch) on the control topic."""
 ExpectedPartitions = Callable[[], Awaitable[frozenset[PartitionKey]]]
@@ -60,7 +64,7 @@ starts this soon (it normally starts within milliseconds); it never lingers."""
 @dataclass(frozen=True)
 class DriverContext:
     """What a leader's transactions work with: the table, its committer, the control topic
-    (``channel_send``) and the data topics' partitions (``expected_partitions``)."""
+    (``channel_send``), the data topics' partitions (``expected_partitions``) and the clock."""
 
     config: SinkConfig
     schema: TableSchema
@@ -69,6 +73,7 @@ class DriverContext:
     metrics: Metrics
     channel_send: ChannelSend
     expected_partitions: ExpectedPartitions
+    clock: Clock = field(default=time.monotonic)
 
 
 class TransactionDriver:
@@ -79,12 +84,12 @@ class TransactionDriver:
         self._config = context.config
         self._committer = context.committer
         self._metrics = context.metrics
-        self.phase = StateMachine("coordinator", CoordinatorPhase.STANDBY, COORDINATOR_TRANSITIONS)
-        self.current: CommitState | None = None
+        self._clock = context.clock
+        self.phase = PhaseMachine()
         self.committed_offsets: dict[PartitionKey, int] = {}
         self.history = TransactionHistory()
         self.latest_instant: str | None = None
-        self.starting: str | None = None  # reserved, not yet ``current`` (services.coordinator.instants)
+        self.starting: str | None = None  # reserved, not yet open (services.coordinator.instants)
         self.owners: dict[PartitionKey, str] = {}
         """Latest member that announced each partition (kept across instants)."""
         self._commit_request: tuple[str | None, float] | None = None
@@ -97,11 +102,20 @@ class TransactionDriver:
     def is_leader(self) -> bool:
         return self.phase.state not in (CoordinatorPhase.STANDBY, CoordinatorPhase.STOPPED)
 
+    @property
+    def current(self) -> CommitState | None:
+        """The open transaction (read-only: only the phase's transitions change it)."""
+        return self.phase.txn
+
+    def undecided(self) -> CommitState | None:
+        """The open transaction while no decision was asked for (STARTED or ENDED)."""
+        return self.phase.txn if self.phase.state in UNDECIDED_PHASES else None
+
     # --- leadership boundaries ------------------------------------------------------------
     def begin_recovery(self) -> None:
         """Elected: announcements heard as a standby are not trusted."""
         self.owners.clear()
-        self.phase.transition_to(CoordinatorPhase.RECOVERING, "elected")
+        self.phase.close(CoordinatorPhase.RECOVERING, "elected")
 
     def take_over(self, epoch: int, report: RecoveryReport,
                   committed_offsets: dict[PartitionKey, int], latest_instant: str | None) -> None:
@@ -112,7 +126,7 @@ class TransactionDriver:
             self._metrics.transaction_aborted(AbortReason.TAKEOVER)
         self.committed_offsets = committed_offsets
         self.latest_instant, self.starting = latest_instant, None
-        self.phase.transition_to(CoordinatorPhase.IDLE, f"epoch {epoch}")
+        self.phase.close(CoordinatorPhase.IDLE, f"epoch {epoch}")
         log.info("leader with epoch %d; committed offsets %s; rolled forward %s, back %s",
                  epoch, offsets_text(committed_offsets), report.rolled_forward,
                  report.rolled_back)
@@ -121,17 +135,12 @@ class TransactionDriver:
         """Leadership lost: forget the open instant (the next leader rolls it back)."""
         if self.current is not None:
             self.history.record_if_absent(transaction_view(self.current, "inflight"))
-        self.current = None
         self.owners.clear()  # learnt again from announcements under the next leadership
-        self.phase.transition_to(CoordinatorPhase.STANDBY, reason)
+        self.phase.close(CoordinatorPhase.STANDBY, reason)
 
     def stop(self) -> None:
         if self.phase.can(CoordinatorPhase.STOPPED):
-            self.phase.transition_to(CoordinatorPhase.STOPPED, "shutdown")
-
-    def has_undecided_instant(self) -> bool:
-        return self.current is not None and self.phase.state in (
-            CoordinatorPhase.STARTED, CoordinatorPhase.ENDED)
+            self.phase.close(CoordinatorPhase.STOPPED, "shutdown")
 
     # --- control messages -----------------------------------------------------------------
     def receive(self, envelope: Envelope) -> list[Reply]:
@@ -142,7 +151,7 @@ class TransactionDriver:
             for tp in payload.partitions:
                 self.owners[tp.key()] = envelope.sender.id
                 if state is not None:
-                    state.announce(tp.key(), envelope.sender.id, time.monotonic())
+                    state.announce(tp.key(), envelope.sender.id, self._clock())
             return self._answer_ready(payload.partitions)
         if isinstance(payload, WriteStatus):
             if state is None or envelope.commit_time != state.instant:
@@ -164,17 +173,17 @@ class TransactionDriver:
 
     def _answer_ready(self, partitions: list[TopicPartition]) -> list[Reply]:
         """A partition joined mid-transaction: it joins this instant (no abort needed)."""
-        state = self.current
-        if state is None or self.phase.state not in (CoordinatorPhase.STARTED, CoordinatorPhase.ENDED):
+        state = self.undecided()
+        if state is None:
             return []
         targets = [tp for tp in partitions if tp.key() in state.expected
                    and tp.key() not in state.statuses]
         if not targets:
             return []
         sends: list[Reply] = [(StartCommit(offsets=PartitionOffset.list_of(state.start_offsets),
-                                           targets=targets), None)]
+                                           targets=targets), state.instant)]
         if self.phase.state is CoordinatorPhase.ENDED:
-            sends.append((EndCommit(targets=targets), None))
+            sends.append((EndCommit(targets=targets), state.instant))
         return sends
 
     def _answer_late_status(self, envelope: Envelope, status: WriteStatus) -> list[Reply]:
@@ -186,41 +195,40 @@ class TransactionDriver:
         instant = envelope.commit_time
         view = self.history.get(instant or "")
         same_epoch = envelope.coordinator_epoch == self._committer.epoch
-        if view is not None and view.state == "committed" and same_epoch:
+        if instant is not None and view is not None and view.state == "committed" and same_epoch:
             return [(AckCommit(offsets=PartitionOffset.list_of(self.committed_offsets)), instant)]
         return self._answer_ready([TopicPartition(topic=status.topic, partition=status.partition)])
 
     # --- the protocol step ----------------------------------------------------------------
     async def step(self) -> None:
-        now = time.monotonic()
-        phase = self.phase.state
-        txn = self._config.transaction
-        if phase is CoordinatorPhase.IDLE:
-            await self._start_transaction()
-            return
-        state = self.current
-        assert state is not None
-        if self._abort_request is not None:
-            requested, self._abort_request = self._abort_request, None
-            if requested == state.instant:
+        now = self._clock()
+        match self.phase.now:
+            case Closed(name=CoordinatorPhase.IDLE):
+                await self._start_transaction()
+            case Open(txn=state) if self._take_abort_request(state.instant):
                 await self.abort(AbortReason.FORCED)
-                return
-        if phase is CoordinatorPhase.STARTED:
-            forced = self._take_commit_request(state.instant, now)
-            if forced or state.is_interval_reached(now, txn.interval_ms / 1000):
-                if not forced and not state.has_known_owner():
-                    self._log_waiting(state, "no participant has announced a partition yet")
-                    return  # nobody could answer an END yet (participants still starting)
-                await self._end_transaction()
-        elif phase is CoordinatorPhase.ENDED:
-            if state.is_complete():
-                await self._commit()
-            elif state.is_timed_out(now, txn.write_status_timeout_ms / 1000):
-                await self._on_timeout(state)
-            elif state.should_resend_end(now, txn.resend_interval_ms / 1000):
-                state.end_sent_at = now
-                targets = [TopicPartition(topic=t, partition=p) for t, p in state.pending()]
-                await self.send(EndCommit(targets=targets))
+            case Open(name=CoordinatorPhase.STARTED, txn=state):
+                await self._step_started(state, now)
+            case Open(name=CoordinatorPhase.ENDED, txn=state):
+                await self._step_ended(state, now)
+
+    async def _step_started(self, state: CommitState, now: float) -> None:
+        forced = self._take_commit_request(state.instant, now)
+        if forced or state.is_interval_reached(now, self._config.transaction.interval_ms / 1000):
+            if not forced and not state.has_known_owner():
+                self._log_waiting(state, "no participant has announced a partition yet")
+                return  # nobody could answer an END yet (participants still starting)
+            await self._end_transaction(now)
+
+    async def _step_ended(self, state: CommitState, now: float) -> None:
+        if state.is_complete():
+            await self._commit()
+        elif state.is_timed_out(now, self._timeout_s()):
+            await self._on_timeout(state, now)
+        elif state.should_resend_end(now, self._config.transaction.resend_interval_ms / 1000):
+            state.end_sent_at = now
+            targets = [TopicPartition(topic=t, partition=p) for t, p in state.pending()]
+            await self.send(EndCommit(targets=targets), state.instant)
 
     def _timeout_s(self) -> float:
         return self._config.transaction.write_status_timeout_ms / 1000
@@ -229,6 +237,12 @@ class TransactionDriver:
         if self._waiting_logged_for != (state.instant, why):
             self._waiting_logged_for = (state.instant, why)
             log.info("%s stays open: %s", state.instant, why)
+
+    def _take_abort_request(self, instant: str) -> bool:
+        """Whether a REST abort applies to ``instant`` (taken once; one asked for another
+        instant is dropped, never applied)."""
+        requested, self._abort_request = self._abort_request, None
+        return requested is not None and requested == instant
 
     def _take_commit_request(self, instant: str, now: float) -> bool:
         """Whether a REST commit applies to ``instant``: asked for it, or asked between two
@@ -241,7 +255,7 @@ class TransactionDriver:
             return True
         return target is None and now - asked_at <= COMMIT_REQUEST_WINDOW_S
 
-    async def _on_timeout(self, state: CommitState) -> None:
+    async def _on_timeout(self, state: CommitState, now: float) -> None:
         """Write-status deadline passed: commit the partitions that answered and carry the
         others' offsets (a partial commit); roll back only when none answered and someone
         could have. When no participant has ever announced, keep waiting instead: there is
@@ -252,8 +266,8 @@ class TransactionDriver:
             log.warning("write status timeout for %s: committing %d partition(s), carrying %s",
                         state.instant, len(state.statuses), keys_text(missing, "none"))
             await self._commit()
-        elif (state.heard_recently(time.monotonic(), alive_s)
-              and not state.is_timed_out(time.monotonic(), 3 * self._timeout_s())):
+        elif (state.heard_recently(now, alive_s)
+              and not state.is_timed_out(now, 3 * self._timeout_s())):
             # Nobody answered, but participants say they are still working (a slow flush,
             # Spark warming under load): rolling back would only throw their work away. For
             # at most three timeouts: a report hanging longer than that is given up.
@@ -271,30 +285,25 @@ class TransactionDriver:
         await asyncio.to_thread(self._committer.abort_foreign, None)
         await asyncio.to_thread(self._committer.start, instant)
         start_offsets = {key: self.committed_offsets.get(key, 0) for key in expected}
-        self.current = CommitState(
+        self.phase.open(CommitState(
             instant=instant,
             epoch=self._committer.epoch,
             expected=expected,
             start_offsets=start_offsets,
-            started_at=time.monotonic(),
+            started_at=self._clock(),
             owners={k: v for k, v in self.owners.items() if k in expected},
-        )
+        ))
         self.starting = None
-        self.phase.transition_to(CoordinatorPhase.STARTED, instant)
-        await self.send(StartCommit(offsets=PartitionOffset.list_of(start_offsets)))
+        await self.send(StartCommit(offsets=PartitionOffset.list_of(start_offsets)), instant)
         log.info("started %s (epoch %d, %d partitions)", instant, self._committer.epoch, len(expected))
 
-    async def _end_transaction(self) -> None:
-        state = self.current
-        assert state is not None
-        state.mark_ended(time.monotonic())
-        self.phase.transition_to(CoordinatorPhase.ENDED, state.instant)
-        await self.send(EndCommit())
+    async def _end_transaction(self, now: float) -> None:
+        state = self.phase.advance(CoordinatorPhase.ENDED)
+        state.mark_ended(now)
+        await self.send(EndCommit(), state.instant)
 
     async def _commit(self) -> None:
-        state = self.current
-        assert state is not None
-        self.phase.transition_to(CoordinatorPhase.COMMITTING, state.instant)
+        state = self.phase.advance(CoordinatorPhase.COMMITTING)
         problems = await asyncio.to_thread(self._verify_statuses, state)
         for key, problem in problems.items():
             log.error("%s: status of %s dropped (partition carried): %s", state.instant,
@@ -309,15 +318,14 @@ class TransactionDriver:
             return
         await asyncio.to_thread(self._committer.commit, state.instant, planned.metadata, planned.moves)
         self.committed_offsets = planned.offsets
-        duration = time.monotonic() - state.started_at
+        duration = self._clock() - state.started_at
         self._metrics.commit_completed(duration, planned.records)
         if planned.carried:
             self._metrics.partial_commit(len(planned.carried))
         self.history.record(transaction_view(
             state, "committed", records=planned.records, files=len(planned.moves),
             bytes_=sum(planned.sizes.values()), duration=duration, carried=planned.carried))
-        self.current = None
-        self.phase.transition_to(CoordinatorPhase.IDLE, f"committed {state.instant}")
+        self.phase.close(CoordinatorPhase.IDLE, f"committed {state.instant}")
         log.info("committed %s: %d rows, %d files, %d dlq, offsets %s%s (%.2f s)", state.instant,
                  planned.records, len(planned.moves), planned.dlq,
                  offsets_text(planned.offsets),
@@ -349,26 +357,21 @@ class TransactionDriver:
         return problems
 
     async def abort(self, why: AbortReason, detail: str = "") -> None:
-        state = self.current
-        assert state is not None
+        """Roll the open transaction back (IllegalTransition when none is open)."""
         reason = f"{why.value}: {detail}" if detail else why.value
-        self.phase.transition_to(CoordinatorPhase.ABORTING, reason)
+        state = self.phase.advance(CoordinatorPhase.ABORTING, reason)
         await asyncio.to_thread(self._committer.abort, state.instant, reason)
         self._metrics.transaction_aborted(why.value)
         self.history.record(transaction_view(state, "aborted", reason=reason,
-                                       duration=time.monotonic() - state.started_at))
-        self.current = None
-        self.phase.transition_to(CoordinatorPhase.IDLE, f"aborted {state.instant}")
+                                             duration=self._clock() - state.started_at))
+        self.phase.close(CoordinatorPhase.IDLE, f"aborted {state.instant}")
 
     # --- sending --------------------------------------------------------------------------
-    async def send(self, payload: Outgoing, instant: str | None = None) -> None:
-        """Send for the open instant, or for ``instant`` (an ACK after it was closed).
+    async def send(self, payload: Outgoing, instant: str) -> None:
+        """Send for ``instant`` (the open one, or one just closed: an ACK).
 
         A failed send is a lost message: every one heals (participants re-announce and
         re-send, END is re-sent), so it is logged, never allowed to end leadership."""
-        if instant is None:
-            assert self.current is not None
-            instant = self.current.instant
         try:
             await self._ctx.channel_send(payload, instant, self._committer.epoch)
         except KafkaError as exc:
@@ -376,16 +379,14 @@ class TransactionDriver:
 
     # --- REST commands --------------------------------------------------------------------
     def open_instant(self) -> str | None:
-        state = self.current
-        if state is None or self.phase.state not in (CoordinatorPhase.STARTED, CoordinatorPhase.ENDED):
-            return None
-        return state.instant
+        state = self.undecided()
+        return None if state is None else state.instant
 
     def request_commit(self) -> str | None:
         """End the open instant now; between two instants, the one that starts next (only
         within COMMIT_REQUEST_WINDOW_S). Returns the open instant, if any."""
         instant = self.open_instant()
-        self._commit_request = (instant, time.monotonic())
+        self._commit_request = (instant, self._clock())
         return instant
 
     def request_abort(self) -> str | None:

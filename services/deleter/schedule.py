@@ -38,7 +38,7 @@ from aiokafka.errors import KafkaError
 from services.deleter.context import DeleterContext
 from services.deleter.errors import ServiceUnavailable
 from shared.config import DeletionConfig
-from shared.errors import HudiSinkBug, HudiSinkError
+from shared.errors import HudiSinkError
 from shared.fs import FileSystem
 from shared.hudi import layout
 from shared.lifecycle import periodically
@@ -173,8 +173,6 @@ class ScheduledWork:
         """Run one pass; True when it ran and succeeded, False when not due or failed."""
         try:
             ran = await work()
-        except HudiSinkBug:
-            raise  # a broken invariant ends the service, never retried
         except _WORK_ERRORS as exc:
             self._metrics.deletion_scheduled_run(task, ok=False)
             log.warning("scheduled %s failed (next try in %g s): %s: %s", task,

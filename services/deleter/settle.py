@@ -19,7 +19,7 @@ from services.deleter.decision import Decision, Outcome, decide
 from services.deleter.staging import finished_reason, remove_if_empty, staging_dir_of
 from services.deleter.table_state import TableSnapshot, own_instant, relative_path
 from shared.deletion_intent import PendingDelete
-from shared.errors import HudiSinkBug, HudiSinkError
+from shared.errors import HudiSinkError
 from shared.fs import FileInfo
 
 __all__ = ["Effect", "Verdict", "Settler"]
@@ -27,8 +27,8 @@ __all__ = ["Effect", "Verdict", "Settler"]
 log = logging.getLogger("hudi_sink.deleter")
 
 _RUNTIME_ERRORS = (HudiSinkError, OSError, ValueError, TimeoutError)
-"""What one attempt may fail with (storage, table metadata); anything else is a bug, and so
-is a :class:`HudiSinkBug` (handlers let it through first)."""
+"""What one attempt may fail with (storage, table metadata); anything else is a bug (a
+:class:`shared.errors.HudiSinkBug` is outside these, so it ends the service)."""
 
 
 class Effect(StrEnum):
@@ -64,8 +64,6 @@ class Settler:
         failure (storage, table metadata) is the verdict's ``error``, a bug is raised."""
         try:
             return await self._settle(intent)
-        except HudiSinkBug:
-            raise  # a broken invariant ends the service, never retried
         except _RUNTIME_ERRORS as exc:
             return Verdict(None, f"{type(exc).__name__}: {exc}", error=exc)
 
@@ -107,8 +105,6 @@ class Settler:
             if await asyncio.to_thread(remove_if_empty, ctx.fs, directory):
                 ctx.tally.add(Counted.STAGING_DIR_REMOVED)
                 log.info("removed the empty staging directory of finished instant %s", instant)
-        except HudiSinkBug:
-            raise  # a broken invariant ends the service, never retried
         except _RUNTIME_ERRORS as exc:
             log.warning("could not remove staging directory %s: %s: %s", directory,
                         type(exc).__name__, exc)

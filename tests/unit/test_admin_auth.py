@@ -15,11 +15,11 @@ import pytest
 from fastapi import APIRouter
 from fastapi.routing import APIRoute
 
-from services.coordinator.rest import CurrentTransaction, TransactionView
 from services.coordinator.rest import build_router as coordinator_router
+from services.coordinator.views import CurrentTransaction, TransactionView
 from services.deleter.rest import build_router as deleter_router
-from services.participant.rest import PartitionView
 from services.participant.rest import build_router as participant_router
+from services.participant.views import PartitionView
 from shared.admin import READ_ONLY_METHODS, create_admin_app
 from shared.config import config_from_mapping
 from shared.metrics import Metrics

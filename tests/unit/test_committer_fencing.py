@@ -17,7 +17,8 @@ import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 from recording_fs import RecordingFileSystem
 
-from services.coordinator.committer import DirectDisposal, TableCommitter
+from services.coordinator.committer import TableCommitter
+from services.coordinator.disposal import DirectDisposal, StagedFileDisposal
 from shared.config import TableConfig
 from shared.errors import FencedError, TableFormatError
 from shared.fs import FileSystem, LocalFileSystem
@@ -56,9 +57,11 @@ class Env:
         return HudiTable(FS, str(self.base))
 
     def committer(self, name: str, claim: bool = True, fs: FileSystem = FS,
-                  **limits: int) -> TableCommitter:
-        """A coordinator's committer; ``limits`` are its sink log trim thresholds."""
-        committer = TableCommitter(fs, HudiTable(fs, str(self.base)), DirectDisposal(fs), **limits)
+                  disposal: StagedFileDisposal | None = None, **limits: int) -> TableCommitter:
+        """A coordinator's committer; ``disposal`` defaults to deleting staged files at once,
+        ``limits`` are its sink log trim thresholds."""
+        disposal = DirectDisposal(fs) if disposal is None else disposal
+        committer = TableCommitter(fs, HudiTable(fs, str(self.base)), disposal, **limits)
         if claim:
             committer.claim_epoch({"id": name})
         return committer
@@ -582,11 +585,11 @@ def test_log_entry_round_trips() -> None:
 def test_sink_log_one_writer_wins_each_sequence_number(tmp_path: Path) -> None:
     log = SinkLog(FS, str(tmp_path))
     first = LogEntry(seq=1, kind=EntryKind.EPOCH, epoch=1, leader={"id": "a"})
-    second = LogEntry(seq=1, kind=EntryKind.EPOCH, epoch=1, leader={"id": "b"})
+    second = LogEntry(seq=1, kind=EntryKind.EPOCH, epoch=2, leader={"id": "b"})
     assert log.try_append(first)
     assert not log.try_append(second)
-    with pytest.raises(FencedError, match="seq 1"):
-        log.append_or_fence(second)
+    with pytest.raises(FencedError, match="seq 1"):  # the leader's append: another epoch won
+        log.append_own(second)
     state = log.read_state()
     assert state.leader == {"id": "a"}  # the loser's content never replaced the winner's
 
@@ -782,7 +785,7 @@ def test_500_decisions_with_default_thresholds_keep_log_and_memory_bounded(env: 
     """Issue 9: the decision log and what the coordinator (and deleter) keep in memory stay
     bounded over a long run with the committer's default trimming."""
     from services.coordinator.history import KEEP, TransactionHistory
-    from services.coordinator.rest import TransactionView
+    from services.coordinator.views import TransactionView
 
     leader = env.committer("c1")
     history = TransactionHistory()

@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
+from services.coordinator.disposal import DirectDisposal
 from services.coordinator.service import CoordinatorClients, CoordinatorService
 from shared.config import SinkConfig, config_from_mapping
 from shared.faults import Faults
@@ -59,7 +60,8 @@ class BusCoordinator(CoordinatorService):
 
     async def start(self) -> CoordinatorClients:
         await asyncio.to_thread(self._table.initialize, self.config.table, self.schema)
-        await asyncio.to_thread(self.committer.refresh)
+        parts = self.assemble(DirectDisposal(self._fs))  # no deleter: staged files go at once
+        await asyncio.to_thread(parts.committer.refresh)
         self._running = CoordinatorClients(
             producer=None,  # type: ignore[arg-type]  # nothing is produced but control messages
             channel=self._bus.endpoint(self.sender),

@@ -31,8 +31,7 @@ def _decide(env: Env, path: str, reason: DeletionReason, killing: str) -> Outcom
 
 
 def _clustered_and_cleaned(env: Env) -> tuple[list[str], str]:
-    committer = env.committer("a")
-    committer.disposal = RecordingDisposal()
+    committer = env.committer("a", disposal=RecordingDisposal())
     _commit_small_files(env, committer, T[:4])
     _cluster(env, committer, T[4])
     _commit_small_files(env, committer, T[5:8])

@@ -31,8 +31,7 @@ def _decide(env: Env, path: str, killing: str) -> Decision:
 @pytest.mark.parametrize("commits_after_the_clean", [0, 2])
 def test_decided_unrecorded_clean_waits_then_deletes(
         env: Env, monkeypatch: pytest.MonkeyPatch, commits_after_the_clean: int) -> None:
-    committer = env.committer("a")
-    committer.disposal = RecordingDisposal()
+    committer = env.committer("a", disposal=RecordingDisposal())
     timeline, cleaner = _ready_to_clean(env, committer)
     record = cleaner.plan(load_view(timeline), T[8])
     assert record is not None

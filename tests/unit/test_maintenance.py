@@ -153,8 +153,7 @@ def test_crash_after_the_decision_rolls_clustering_forward(env: Env, monkeypatch
 
 def test_clean_sends_intents_first_and_never_deletes(env: Env) -> None:
     disposal = RecordingDisposal()
-    committer = env.committer("a")
-    committer.disposal = disposal
+    committer = env.committer("a", disposal=disposal)
     ids = _commit_small_files(env, committer, T[:4])
     _cluster(env, committer, T[4])
     timeline = ReplaceTimeline(env.table())
@@ -201,8 +200,7 @@ def _ready_to_clean(env: Env, committer: TableCommitter) -> tuple[ReplaceTimelin
 
 
 def test_zombie_cannot_record_a_clean(env: Env) -> None:
-    old = env.committer("old")
-    old.disposal = RecordingDisposal()
+    old = env.committer("old", disposal=RecordingDisposal())
     timeline, cleaner = _ready_to_clean(env, old)
     record = cleaner.plan(load_view(timeline), T[8])
     assert record is not None
@@ -217,8 +215,7 @@ def _crash(*_args: object) -> None:
 
 
 def test_crash_mid_clean_and_mid_archive_is_rolled_forward(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
-    committer = env.committer("a")
-    committer.disposal = RecordingDisposal()
+    committer = env.committer("a", disposal=RecordingDisposal())
     timeline, cleaner = _ready_to_clean(env, committer)
     ids = _read(env.base)
     record = cleaner.plan(load_view(timeline), T[8])

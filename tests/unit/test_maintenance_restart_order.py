@@ -1,6 +1,6 @@
 """A replacecommit never completes before an older ingestion instant — also when the commit
 of that instant failed past its COMMIT decision and the service restarted its leadership
-(``_restart_leadership`` → ``stand_by`` forgets the open instant, which completes only when
+(``Leadership.restart`` → ``stand_by`` forgets the open instant, which completes only when
 the next leadership rolls it forward). The waiting clustering must go by the table's
 timeline, not by the driver's memory. Real files, the service's own driver, maintenance
 routine and committer; rows read back with hudi-rs."""
@@ -18,10 +18,11 @@ from test_maintenance import T, _commit_small_files, _read
 
 from services.coordinator import service as service_module
 from services.coordinator.commit_state import CommitState
+from services.coordinator.disposal import DirectDisposal
 from services.coordinator.instants import reserve_instant
 from services.coordinator.maintenance.plan import plan_clustering
 from services.coordinator.maintenance.view import load_view
-from services.coordinator.service import CoordinatorService
+from services.coordinator.service import CoordinatorParts, CoordinatorService
 from shared.config import load_config
 from shared.errors import FencedError
 from shared.hudi.layout import parse_timeline_file
@@ -32,18 +33,18 @@ WAIT_S = 30
 
 
 def _service(base: Path, fs: RecordingFileSystem, monkeypatch: pytest.MonkeyPatch
-             ) -> CoordinatorService:
+             ) -> tuple[CoordinatorService, CoordinatorParts]:
     monkeypatch.setattr(service_module, "filesystem_for", lambda *_args: fs)
     config = load_config(None, environ={}, overrides={"table": {
         "base_path": str(base), "partition_field": "country", "schema": DDL}})
     service = CoordinatorService(config)
     service._table.initialize(config.table, config.table.table_schema())
-    return service
+    return service, service.assemble(DirectDisposal(fs))
 
 
 def _lead(service: CoordinatorService, name: str) -> None:
     """What ``_become_leader`` does to the table (claim, recover, take over), without Kafka."""
-    driver, committer = service.driver, service.committer
+    driver, committer = service.parts.driver, service.parts.committer
     driver.begin_recovery()
     epoch = committer.claim_epoch({"member_id": name})
     report = committer.recover()
@@ -64,25 +65,25 @@ def test_replacecommit_waits_for_an_older_commit_across_restart_leadership(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     base = tmp_path / "warehouse" / "orders"
     fs = RecordingFileSystem()
-    service = _service(base, fs, monkeypatch)
+    service, parts = _service(base, fs, monkeypatch)
     env = Env(base, service.config.table, service.schema)
-    table, committer, driver = service._table, service.committer, service.driver
+    table, committer, driver = service._table, parts.committer, parts.driver
     _lead(service, "a")
     ids = _commit_small_files(env, committer, T[:4])
 
     # An ingestion instant opens, then a clustering reserves a newer time (as run_once does).
     older = driver.starting = reserve_instant(driver)
     committer.start(older)
-    driver.current = CommitState(instant=older, epoch=committer.epoch, expected=frozenset(),
-                                 start_offsets={}, started_at=time.monotonic())
+    driver.phase.open(CommitState(instant=older, epoch=committer.epoch, expected=frozenset(),
+                                  start_offsets={}, started_at=time.monotonic()))  # STARTED
     driver.starting = None
-    for phase in (CoordinatorPhase.STARTED, CoordinatorPhase.ENDED, CoordinatorPhase.COMMITTING):
-        driver.phase.transition_to(phase, older)
+    for phase in (CoordinatorPhase.ENDED, CoordinatorPhase.COMMITTING):
+        driver.phase.advance(phase)
     staged = env.stage(older, "de", ["late-1", "late-2"])
     clustering = reserve_instant(driver)
     assert instant_key(older) < instant_key(clustering)
 
-    routine = service.maintenance
+    routine = parts.maintenance
     clusterer = routine._clusterer
     timeline = routine._timeline
     groups = plan_clustering(load_view(timeline).live, min_files=3, small_file_bytes=1 << 20,
@@ -132,7 +133,7 @@ def test_replacecommit_waits_for_an_older_commit_across_restart_leadership(
         committer.commit(older, env.metadata([staged], 9), [staged.move])
     assert committer.state.committed(older) and older in table.pending_instants()
     restarted = True
-    service._restart_leadership("error: disk error writing the commit file")
+    parts.leadership.restart("error: disk error writing the commit file")
     assert driver.current is None and not driver.is_leader
     assert progressed.wait(WAIT_S)  # old code: the clustering went on and completed
 

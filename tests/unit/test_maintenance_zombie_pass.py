@@ -24,16 +24,14 @@ def _groups(timeline: ReplaceTimeline) -> list[list[BaseFile]]:
 
 
 def test_pass_of_an_ended_epoch_cannot_decide(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
-    old = env.committer("p")
-    old.disposal = RecordingDisposal()
+    old = env.committer("p", disposal=RecordingDisposal())
     ids = _commit_small_files(env, old, T[:4])
     timeline = ReplaceTimeline(env.table())
     real = clustering_module.rewrite_group
 
     def slow_rewrite(*args: object, **kwargs: object) -> object:
         out = real(*args, **kwargs)  # type: ignore[arg-type]
-        newer = env.committer("n")
-        newer.disposal = RecordingDisposal()
+        newer = env.committer("n", disposal=RecordingDisposal())
         Clusterer(newer, ReplaceTimeline(env.table()), "snappy").recover()  # rolls T[4] back
         old.claim_epoch({"id": "p-again"})  # the old process leads again, same committer
         return out

@@ -14,7 +14,8 @@ from hudi import HudiReadOptions, HudiTableBuilder
 from s3_server import MotoS3
 
 from services.cli import main
-from services.coordinator.committer import DirectDisposal, TableCommitter
+from services.coordinator.committer import TableCommitter
+from services.coordinator.disposal import DirectDisposal
 from services.table_cmd import read_rows, table_history, table_summary
 from shared.config import TableConfig
 from shared.errors import FencedError

@@ -21,8 +21,7 @@ def _quiet_period(committer: TableCommitter, instants: list[str]) -> None:
 
 
 def test_recorded_clean_does_not_pin_the_trim_floor(env: Env) -> None:
-    committer = env.committer("a", keep_entries=3, trim_above=6)
-    committer.disposal = RecordingDisposal()
+    committer = env.committer("a", disposal=RecordingDisposal(), keep_entries=3, trim_above=6)
     timeline, cleaner = _ready_to_clean(env, committer)
     record = cleaner.plan(load_view(timeline), T[8])
     assert record is not None

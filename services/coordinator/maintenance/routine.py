@@ -32,7 +32,7 @@ from services.coordinator.maintenance.plan import plan_clustering
 from services.coordinator.maintenance.view import TableView, load_view
 from services.coordinator.transaction import TransactionDriver
 from shared.config import SinkConfig
-from shared.errors import FencedError, HudiSinkBug, HudiSinkError
+from shared.errors import FencedError, HudiSinkError
 from shared.hudi.replace import ReplaceTimeline
 from shared.hudi.table import HudiTable
 from shared.metrics import Metrics
@@ -110,8 +110,6 @@ class MaintenanceRoutine:
             try:
                 await self.run_once()
                 self.last_error = None
-            except HudiSinkBug:
-                raise
             except FencedError as exc:
                 log.warning("maintenance fenced (a newer leader owns the table): %s", exc)
                 self.last_error = str(exc)

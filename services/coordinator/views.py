@@ -1,0 +1,60 @@
+"""What the coordinator's admin routes show: transactions and the open one's progress.
+
+The domain (``transaction``, ``history``) records and builds these; the routes (``rest``)
+return them. Domain modules never import ``rest``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from services.coordinator.commit_state import CommitState
+from shared.partition_key import key_text
+from shared.states import CoordinatorPhase
+
+__all__ = ["TransactionView", "CurrentTransaction", "current_transaction"]
+
+
+class TransactionView(BaseModel):
+    commit_time: str
+    state: Literal["committed", "aborted", "inflight"]
+    epoch: int | None = None
+    records: int | None = None
+    files: int | None = None
+    bytes: int | None = None
+    offsets: dict[str, int] = {}
+    duration_s: float | None = None
+    reason: str | None = None
+    carried: list[str] | None = None
+    """Partitions (``topic:p``) whose offsets a partial commit carried forward."""
+
+
+class CurrentTransaction(BaseModel):
+    role: Literal["leader", "standby"]
+    phase: str
+    commit_time: str | None
+    epoch: int
+    partitions_expected: int
+    partitions_answered: list[str]
+    partitions_pending: list[str]
+    age_s: float | None
+    leader: dict[str, Any]
+
+
+def current_transaction(*, leading: bool, phase: CoordinatorPhase, txn: CommitState | None,
+                        epoch: int, leader: dict[str, Any], now: float) -> CurrentTransaction:
+    """``GET /transactions/current``: ``txn`` is the open transaction (if any), ``now`` on
+    the monotonic clock it was started with."""
+    return CurrentTransaction(
+        role="leader" if leading else "standby",
+        phase=phase.value,
+        commit_time=txn.instant if txn else None,
+        epoch=epoch,
+        partitions_expected=len(txn.expected) if txn else 0,
+        partitions_answered=sorted(key_text(k) for k in txn.statuses) if txn else [],
+        partitions_pending=[key_text(k) for k in txn.pending()] if txn else [],
+        age_s=round(now - txn.started_at, 3) if txn else None,
+        leader=leader,
+    )
