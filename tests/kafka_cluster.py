@@ -65,8 +65,13 @@ def _java() -> str:
 
 
 def _cluster_id() -> str:
-    """A Kafka UUID in its text form (URL-safe base64 of 16 bytes, no padding)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A Kafka UUID in its text form (URL-safe base64 of 16 bytes, no padding). Like Kafka's
+    own ``Uuid.randomUuid``, never one starting with ``-``: the storage tool's argument parser
+    would take it for an option."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
 
 
 @dataclass
