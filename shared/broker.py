@@ -4,7 +4,7 @@ Why a subprocess around a static binary: it gives tests and ``hudi-sink broker``
 Kafka wire protocol with no JVM, no Docker and ~10 ms start-up. It is memory-only
 (``memory://``), so every start is a fresh, empty cluster. Its known gaps (no
 read_committed filtering, wrong end offsets for multi-record batches, metadata requests
-auto-create topics, ...) are listed in ``shared/reference/tansu-broker.md``; code that
+auto-create topics, ...) are listed in ``docs/design.md`` §6; code that
 talks to it must not rely on those features.
 """
 

@@ -221,7 +221,7 @@ class SparkConfig(_Section):
 
 
 class _DerivedName:
-    """A topic or consumer-group name of the sink: ``<name>-<suffix>`` (DESIGN §5). A
+    """A topic or consumer-group name of the sink: ``<name>-<suffix>`` (docs/design.md §5). A
     read-only descriptor, so the name is computed on every read and cannot be set apart."""
 
     def __init__(self, suffix: str) -> None:
@@ -246,7 +246,7 @@ class SinkConfig(_Section):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
 
-    # Derived names (DESIGN §5): computed on every read, so they never disagree with ``name``.
+    # Derived names (docs/design.md §5): computed on every read, so they never disagree with ``name``.
     @property
     def control_topic(self) -> str:
         return self.kafka.control_topic or f"{self.name}-control"

@@ -1,4 +1,4 @@
-"""Phase 1 of two-phase deletion (DESIGN §4): how PendingDelete intents are sent.
+"""Phase 1 of two-phase deletion (docs/design.md §4.2): how PendingDelete intents are sent.
 
 Whoever is about to make a metadata change that drops files (the coordinator committing or
 aborting an instant, later a cleaner or clusterer) first sends one :class:`PendingDelete` per

@@ -1,4 +1,4 @@
-"""The deletion intent (DESIGN §4): what a ``<name>-deletion`` record says, and its headers.
+"""The deletion intent (docs/design.md §4.2): what a ``<name>-deletion`` record says, and its headers.
 
 An intent is a request, never an order: the deleter decides from the table's state whether
 the file is really dead, so a forged, stale or duplicated intent cannot delete a live file.
@@ -43,7 +43,7 @@ __all__ = [
 
 
 class DeletionReason(StrEnum):
-    """Why a file is to be deleted; the deleter's rules differ per reason (DESIGN §4)."""
+    """Why a file is to be deleted; the deleter's rules differ per reason (docs/design.md §4.3)."""
 
     ABORTED_INSTANT = "ABORTED_INSTANT"
     """A file of instant T that is being rolled back; dead once the ABORT is decided."""

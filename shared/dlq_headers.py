@@ -1,7 +1,7 @@
 """Header names of both dead-letter topics, and how header text is bounded and encoded.
 
 The data DLQ (``<name>-dlq``, rejected records) and the deletion DLQ (intents that could not
-be carried out) share the provenance and error header names (DESIGN §5), so one operator
+be carried out) share the provenance and error header names (docs/design.md §5), so one operator
 tool reads both; the deletion-specific ones carry a ``deletion`` infix. Every producer of a
 dead letter takes its names and its truncation from here, so the two cannot drift apart.
 """

@@ -1,4 +1,4 @@
-"""Phase 2's one question, as a pure function: may this file be deleted now? (DESIGN §4)
+"""Phase 2's one question, as a pure function: may this file be deleted now? (docs/design.md §4.3)
 
 ``decide`` takes an intent, a snapshot of the table and what storage says about the file, and
 returns an explicit :class:`Outcome`. No I/O and no clock here, so every rule is a row in a

@@ -1,4 +1,4 @@
-"""The intent loop: phase 2 of two-phase deletion (DESIGN §4), one batch per pass.
+"""The intent loop: phase 2 of two-phase deletion (docs/design.md §4.4), one batch per pass.
 
 One consumer group (``<name>-deleter``) over ``<name>-deletion`` and ``<name>-deletion-retry``:
   resume partitions that became due → fetch → per partition, in offset order:

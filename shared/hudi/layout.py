@@ -1,7 +1,7 @@
 """Where things live in a table directory: the one home of every on-disk name the sink uses.
 
 Hudi's own names (``.hoodie``, ``hoodie.properties``, timeline file suffixes, partition
-metadata) follow ``reference/hudi-table-format.md``; the sink's additions live under
+metadata) follow ``docs/design.md`` §3.2 and §3.8; the sink's additions live under
 ``.hoodie`` so that no reader ever lists them as data:
 
 - ``.hoodie/.temp/<T>/<partition>/<file>`` — files staged by participants for instant ``T``
@@ -55,7 +55,7 @@ SINK_ARCHIVE_DIR = f"{SINK_DIR}/archived"
 """Timeline files of archived instants, kept as they were (not Hudi's Avro ``archived/``)."""
 
 COMMIT_ACTION = "commit"
-# Commit-action timeline files of layout 1 (reference §1/§4): <T>.commit.requested,
+# Commit-action timeline files of layout 1 (docs/design.md §3.8, facts 1 and 5): <T>.commit.requested,
 # <T>.inflight (the commit action's inflight has no action infix), <T>.commit.
 COMMIT_REQUESTED_SUFFIX = "commit.requested"
 INFLIGHT_SUFFIX = "inflight"
@@ -64,7 +64,7 @@ COMMIT_SUFFIX = "commit"
 _COMMIT_FILE = re.compile(r"^(\d{14}|\d{17})\.(commit\.requested|inflight|commit)$")
 REPLACE_ACTION = "replacecommit"
 # Replace-commit files (clustering): <T>.replacecommit.requested, .replacecommit.inflight,
-# .replacecommit (reference §1/§7).
+# .replacecommit (docs/design.md §3.8, facts 1 and 12).
 _REPLACE_FILE = re.compile(r"^(\d{14}|\d{17})\.replacecommit(\.requested|\.inflight)?$")
 
 # Any timeline file of any action/state, e.g. <T>.replacecommit.inflight or <T>.rollback.

@@ -34,9 +34,9 @@ __all__ = [
 #: Hive's (and Hudi's) directory name for a null / empty partition value.
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
-#: Top-level directory names hudi-rs does not read data from (reference §1). A partition value
-#: spelling one of them gets its first character percent-encoded, which still decodes to the
-#: same value but is no longer the reserved name.
+#: Top-level directory names hudi-rs does not read data from (docs/design.md §3.8, facts 1
+#: and 9). A partition value spelling one of them gets its first character percent-encoded,
+#: which still decodes to the same value but is no longer the reserved name.
 _RESERVED_DIR_NAMES = frozenset({"metadata", "_delta_log"})
 
 #: Longest directory name (UTF-8 bytes) common filesystems allow (ext4, XFS, APFS, NTFS...).

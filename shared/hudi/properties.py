@@ -1,5 +1,5 @@
 """``hoodie.properties``: Java Properties syntax, the v6 key set, and the checks an existing
-table must pass before the sink writes to it (reference §3)."""
+table must pass before the sink writes to it (docs/design.md §3.8, facts 3 and 4)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ _NONPARTITIONED_KEYGEN = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
 
 
 def table_properties(table: TableConfig, schema: TableSchema) -> dict[str, str]:
-    """The recommended v6 key set (reference §3), metadata table left off."""
+    """The recommended v6 key set (docs/design.md §3.8, facts 3 and 4), metadata table left off."""
     props: dict[str, str] = {
         "hoodie.table.name": table.name,
         "hoodie.table.type": "COPY_ON_WRITE",

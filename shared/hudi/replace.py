@@ -1,6 +1,6 @@
 """Table-service instants: replacecommit (clustering), the sink's clean records, archival.
 
-**Replacecommit** (reference §7, Hudi 0.14 table version 6, JSON timeline):
+**Replacecommit** (docs/design.md §3.8, fact 12; Hudi 0.14 table version 6, JSON timeline):
 ``<T>.replacecommit.requested`` (empty: v6 allows it, Java then treats the instant as a plain
 replace; the clustering plan itself is Avro ``HoodieRequestedReplaceMetadata``, which this
 writer does not produce — the plan lives in the sink log entry instead),
@@ -10,9 +10,9 @@ writes it). Readers drop the replaced file groups for snapshot reads at or after
 travel before ``T`` still sees them (verified with hudi-rs 0.5.0: ``test_hudi_rs_replacecommit``).
 
 **Clean**: Hudi v6 writes ``<T>.clean*`` as Avro (``HoodieCleanerPlan``/``HoodieCleanMetadata``).
-No Avro library ships with the sink, and no reader needs clean instants (reference §7), so a
-clean is recorded as ``.hoodie/.sink/clean/<T>.json`` (created exclusively) instead of a timeline
-file Hudi might misread.
+No Avro library ships with the sink, and no reader needs clean instants (docs/design.md §3.8,
+fact 13), so a clean is recorded as ``.hoodie/.sink/clean/<T>.json`` (created exclusively)
+instead of a timeline file Hudi might misread.
 
 **Archival**: Hudi v6 archives into ``.hoodie/archived/`` as Avro log blocks of
 ``HoodieArchivedMetaEntry``; this writer does not produce them. It moves the timeline files of

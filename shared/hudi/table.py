@@ -2,8 +2,8 @@
 
 Only what an append-only, exactly-once sink needs: create the table, run the commit protocol
 (requested -> inflight -> staged files placed -> ``<T>.commit``), roll back failed instants and
-read the timeline back. The on-disk format follows ``reference/hudi-table-format.md``; the
-relevant section is cited where a choice is not obvious.
+read the timeline back. The on-disk format follows ``docs/design.md`` §3 (its table format facts
+in §3.8); the relevant fact is cited where a choice is not obvious.
 
 The single source of truth for "is this data committed" is the existence of ``<T>.commit``:
 it is created exclusively (never overwritten) and only after every file it lists is in place,
@@ -219,7 +219,7 @@ class HudiTable:
         return relative
 
     def _ensure_partition_metadata(self, partition_path: str, instant: str) -> None:
-        """Write ``<partition>/.hoodie_partition_metadata`` once (reference §6).
+        """Write ``<partition>/.hoodie_partition_metadata`` once (docs/design.md §3.8, fact 11).
 
         Exclusive create: several participants may place the first files of a partition
         concurrently; the first one wins and the file is never rewritten.

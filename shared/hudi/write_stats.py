@@ -1,4 +1,5 @@
-"""Commit metadata: write stats of new base files and the HoodieCommitMetadata JSON (reference §4).
+"""Commit metadata: write stats of new base files and the HoodieCommitMetadata JSON
+(docs/design.md §3.8, facts 5 and 6).
 
 Pure functions over data: the table (``shared.hudi.table``) checks the files on disk, the
 coordinator aggregates participants' statuses into stats.
@@ -18,7 +19,8 @@ __all__ = ["WriteStat", "check_stat", "build_commit_metadata", "stats_of"]
 
 @dataclass(frozen=True)
 class WriteStat:
-    """One new base file of an instant, as listed in ``partitionToWriteStats`` (reference §4).
+    """One new base file of an instant, as listed in ``partitionToWriteStats`` (docs/design.md
+    §3.8, fact 5).
 
     The sink only ever creates new file groups, so ``prevCommit`` is always ``"null"`` and the
     update/delete counters are zero.

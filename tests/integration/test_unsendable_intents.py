@@ -1,4 +1,4 @@
-"""Phase 1 when intents cannot be sent (DESIGN §4): the coordinator's committer, a real
+"""Phase 1 when intents cannot be sent (docs/design.md §4.2): the coordinator's committer, a real
 ``KafkaDisposal`` and a broker of the test's own that goes away. A commit or abort whose
 intents are not acked leaves the sink log, the timeline and every staged file exactly as they
 were; once the broker is back, the same decision is taken again and its intent is sent.

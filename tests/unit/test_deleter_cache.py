@@ -1,4 +1,4 @@
-"""The deleter's table-state cache on a real table (DESIGN §4, PIP-186's ``ledgersCache``):
+"""The deleter's table-state cache on a real table (docs/design.md §4.3, PIP-186's ``ledgersCache``):
 answers come from the cached snapshot until it expires, an intent naming an instant newer
 than the snapshot forces a refresh first, and those forced refreshes are rate-limited."""
 

@@ -1,4 +1,4 @@
-"""The deleter's decision table (DESIGN §4), one row per rule, plus the intent message and
+"""The deleter's decision table (docs/design.md §4.3), one row per rule, plus the intent message and
 the snapshot/orphan-scan it decides from."""
 
 from __future__ import annotations
