@@ -22,8 +22,9 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource, ResourceType
+from eventually import eventually
 from kafka_cluster import KafkaCluster
-from pipeline import Pipeline, wait_until
+from pipeline import Pipeline
 from test_bad_records import _read_all
 
 from shared.config import KafkaConfig
@@ -55,7 +56,7 @@ def _replicas(bootstrap: str, topics: list[str]) -> dict[str, set[int]]:
         return metadata if all(metadata.topics.get(t) and metadata.topics[t].partitions
                                for t in topics) else None
 
-    metadata: ClusterMetadata = wait_until(complete, 30, f"{topics} in the metadata")
+    metadata: ClusterMetadata = eventually(complete, 30, f"{topics} in the metadata")
     return {t: {len(p.replicas) for p in metadata.topics[t].partitions.values()} for t in topics}
 
 
@@ -134,7 +135,7 @@ def test_a_broker_sigkilled_mid_stream_loses_and_duplicates_nothing(
         assert _min_insync(cluster.bootstrap, f"{unique_name}-control") == "2"
 
         stream.start()
-        wait_until(lambda: sum(pipeline.latest_offsets().values()) >= 1_000, 180,
+        eventually(lambda: sum(pipeline.latest_offsets().values()) >= 1_000, 180,
                    "1,000 records committed before the kill")
         metadata = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=10)
         victim = metadata.topics[f"{unique_name}-control"].partitions[0].leader
