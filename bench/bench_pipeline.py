@@ -26,6 +26,7 @@ import yaml
 from services.produce import produce_records
 from shared.broker import EmbeddedBroker, free_port
 from shared.config import load_config
+from shared.hudi import layout
 from shared.hudi.offsets import parse_offsets
 
 HUDI_SINK = str(Path(sys.executable).with_name("hudi-sink"))
@@ -90,9 +91,9 @@ def main() -> int:
                     time.sleep(0.2)
             ready = time.monotonic()
             want = args.records // 4
-            timeline = work / "table" / ".hoodie"
+            timeline = work / "table" / layout.METAFOLDER
             while True:
-                commits = sorted(timeline.glob("*.commit"))
+                commits = sorted(timeline.glob(layout.timeline_file("*", layout.COMMIT_SUFFIX)))
                 if commits:
                     extra = orjson.loads(commits[-1].read_bytes())["extraMetadata"]
                     offsets = parse_offsets(extra.get("kafka.commit.offsets", ""), ["bench-orders"])

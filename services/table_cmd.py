@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.errors import ConfigError
+from shared.hudi import layout
 from shared.hudi.offsets import KAFKA_COMMIT_OFFSETS_KEY
 from shared.hudi.table import HudiTable
 from shared.object_store import is_object_store_uri, parse_store_uri, reader_storage_options
@@ -31,7 +32,8 @@ def _open(path: str, options: Options = None) -> HudiTable:
     path = _absolute(path)
     table = HudiTable(filesystem_for(path, options), path)
     if not table.is_initialized():
-        raise ConfigError(f"no Hudi table at {path} (.hoodie/hoodie.properties missing)", "--path")
+        missing = f"{layout.METAFOLDER}/{layout.PROPERTIES_FILE}"
+        raise ConfigError(f"no Hudi table at {path} ({missing} missing)", "--path")
     return table
 
 

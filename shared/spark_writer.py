@@ -143,7 +143,7 @@ class SparkWriter:
                 self._session = self._build_session()
         if warm_dir is not None:
             for _ in range(2):
-                target = posixpath.join(warm_dir, f"warmup-{uuid.uuid4().hex}")
+                target = posixpath.join(warm_dir, uuid.uuid4().hex)
                 table = pa.table({"x": pa.array([1, 2, 3], pa.int64()), PART_COLUMN: [0, 0, 1]})
                 self._session_or_start().createDataFrame(table).coalesce(1).write.partitionBy(
                     PART_COLUMN

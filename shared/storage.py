@@ -25,15 +25,12 @@ from shared.fs import filesystem_for as local_filesystem_for
 from shared.hudi import layout
 from shared.object_store import ObjectStoreFileSystem, is_object_store_uri
 
-__all__ = ["filesystem_for", "is_object_store", "check_base_path", "check_exclusive_create",
-           "PROBE_DIR"]
+__all__ = ["filesystem_for", "is_object_store", "check_base_path", "check_exclusive_create"]
 
 log = logging.getLogger("hudi_sink.storage")
 
 _EMPTY_SEGMENTS = re.compile(r"/{2,}")
 
-PROBE_DIR = f"{layout.SINK_DIR}/probe"
-"""Where the start-up probe creates (and removes) its keys, relative to the base path."""
 
 
 def is_object_store(base_path: str) -> bool:
@@ -93,7 +90,7 @@ def check_exclusive_create(fs: FileSystem, base_path: str) -> None:
     """
     if isinstance(fs, LocalFileSystem):
         return  # link(2) is the fence; nothing a local filesystem could get wrong silently
-    probe = posixpath.join(base_path.rstrip("/"), PROBE_DIR, f"{uuid.uuid4().hex}.json")
+    probe = posixpath.join(base_path.rstrip("/"), layout.SINK_PROBE_DIR, f"{uuid.uuid4().hex}.json")
     try:
         if not fs.create_exclusive(probe, b'{"probe": 1}'):
             raise ConfigError(f"the store refused to create a fresh key {probe}",

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import orjson
 
+from shared.hudi import layout
 from shared.hudi.offsets import offsets_from_metadata
 
 __all__ = ["SeenCommit", "TimelineWatcher"]
@@ -33,7 +34,7 @@ class SeenCommit:
 
 class TimelineWatcher:
     def __init__(self, base_path: Path, topics: list[str]) -> None:
-        self._timeline = base_path / ".hoodie"
+        self._timeline = base_path / layout.METAFOLDER
         self._topics = topics
         self._seen: dict[str, SeenCommit] = {}
 
@@ -43,8 +44,8 @@ class TimelineWatcher:
             await asyncio.sleep(POLL_S)
 
     def poll(self) -> None:
-        for path in self._timeline.glob("*.commit"):
-            instant = path.name.removesuffix(".commit")
+        for path in self._timeline.glob(layout.timeline_file("*", layout.COMMIT_SUFFIX)):
+            instant = path.name.removesuffix(f".{layout.COMMIT_SUFFIX}")
             if instant in self._seen:
                 continue
             # gone (archived) or not readable yet: the next poll decides

@@ -28,7 +28,7 @@ from shared.deletion_intent import DeletionDecodeError, IntentHeaders, PendingDe
 from shared.errors import HudiSinkError
 from shared.hudi import layout
 
-__all__ = ["DeletionDlq", "REPLAY_STATE"]
+__all__ = ["DeletionDlq"]
 
 log = logging.getLogger("hudi_sink.deleter.dlq")
 
@@ -37,7 +37,6 @@ DLQ_IDLE_MS = 1000
 trusted: tansu reports them wrong for multi-record batches)."""
 DLQ_READ_LIMIT_S = 30.0
 DLQ_READ_MAX_RECORDS = 100_000
-REPLAY_STATE = f"{layout.DELETER_STATE_DIR}/dlq-replayed.json"
 _KAFKA_ERRORS = (KafkaError, OSError, TimeoutError)
 
 
@@ -48,7 +47,7 @@ class DeletionDlq:
         self._config = config
         self._context = context
         self._clients = clients
-        self._state_path = posixpath.join(context.table_path, REPLAY_STATE)
+        self._state_path = posixpath.join(context.table_path, layout.DELETER_REPLAY_FILE)
         self._lock = asyncio.Lock()
 
     async def read(self) -> list[ConsumerRecord]:

@@ -43,7 +43,7 @@ from shared.fs import FileSystem
 from shared.hudi import layout
 from shared.lifecycle import periodically
 
-__all__ = ["Schedule", "ScheduledWork", "SCHEDULE_STATE"]
+__all__ = ["Schedule", "ScheduledWork"]
 
 log = logging.getLogger("hudi_sink.deleter.schedule")
 
@@ -51,7 +51,6 @@ SWEEP_MIN_INTERVAL_S = 1.0
 SWEEP_MAX_INTERVAL_S = 300.0
 ROLE_CHECK_S = 5.0
 """How soon a pod that is not the scheduler notices it became one (a local check)."""
-SCHEDULE_STATE = f"{layout.DELETER_STATE_DIR}/schedule.json"
 _WORK_ERRORS = (HudiSinkError, OSError, ValueError, TimeoutError, KafkaError, ServiceUnavailable)
 """What a pass may fail with (storage, table metadata, Kafka); the next tick tries again.
 Anything else is a bug and ends the service."""
@@ -81,7 +80,7 @@ class _LastReconcile:
 
     def __init__(self, fs: FileSystem, table_path: str) -> None:
         self._fs = fs
-        self._path = posixpath.join(table_path, SCHEDULE_STATE)
+        self._path = posixpath.join(table_path, layout.DELETER_SCHEDULE_FILE)
 
     def load(self) -> float | None:
         try:

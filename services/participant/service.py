@@ -136,7 +136,7 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         await kafka_prelude(cfg, self.set_not_ready, data_topics=True)
         await asyncio.to_thread(self._table.initialize, cfg.table, self.schema)
         self.set_not_ready("starting SparkSession")
-        warm_dir = posixpath.join(cfg.table.base_path, layout.SINK_DIR, f"warmup-{self.sender.id}")
+        warm_dir = posixpath.join(cfg.table.base_path, layout.warmup_dir(self.sender.id))
         self._spark_starting = True  # stays True if SIGTERM cuts the start short (see close)
         await in_daemon_thread(self._writer.start, warm_dir)
         self._spark_starting = False

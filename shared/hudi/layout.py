@@ -6,10 +6,14 @@ metadata) follow ``docs/design.md`` §3.2 and §3.8; the sink's additions live u
 
 - ``.hoodie/.temp/<T>/<partition>/<file>`` — files staged by participants for instant ``T``
   (Hudi's own marker/temp folder, which readers skip);
-- ``.hoodie/.sink/`` — the sink's state: the sink log (``log/``, ``checkpoint/``), the
-  deleter's schedule and replay records, participants' warm-up scratch.
+- ``.hoodie/.sink/`` — the sink's state: the sink log (``log/``, ``checkpoint/``), recorded
+  cleans (``clean/``), archived timeline files (``archived/``), the deleter's schedule and
+  replay records (``deleter/``), the object-store start-up probe (``probe/``) and
+  participants' warm-up scratch (``warmup-<participant>/``).
 
-All names here are relative to the table base path and use ``/``.
+All names here are relative to the table base path and use ``/``. No other production module
+spells one of them (``tests/unit/test_layout_owns_paths.py`` fails when one does), so moving a
+directory is a change here and nowhere else.
 """
 
 from __future__ import annotations
@@ -27,6 +31,16 @@ __all__ = [
     "SINK_LOG_DIR",
     "SINK_CHECKPOINT_DIR",
     "DELETER_STATE_DIR",
+    "DELETER_SCHEDULE_FILE",
+    "DELETER_REPLAY_FILE",
+    "SINK_CLEAN_DIR",
+    "SINK_PROBE_DIR",
+    "HUDI_ARCHIVE_FOLDER",
+    "REPLACE_REQUESTED_SUFFIX",
+    "REPLACE_INFLIGHT_SUFFIX",
+    "REPLACE_SUFFIX",
+    "warmup_dir",
+    "clean_record",
     "COMMIT_ACTION",
     "COMMIT_REQUESTED_SUFFIX",
     "INFLIGHT_SUFFIX",
@@ -53,10 +67,22 @@ SINK_CHECKPOINT_DIR = f"{SINK_DIR}/checkpoint"
 DELETER_STATE_DIR = f"{SINK_DIR}/deleter"
 SINK_ARCHIVE_DIR = f"{SINK_DIR}/archived"
 """Timeline files of archived instants, kept as they were (not Hudi's Avro ``archived/``)."""
+SINK_CLEAN_DIR = f"{SINK_DIR}/clean"
+"""Recorded cleans, ``<K>.json`` each (Hudi's ``.clean`` instants are Avro)."""
+SINK_PROBE_DIR = f"{SINK_DIR}/probe"
+"""Keys of the object-store start-up probe (exclusive create), removed right after."""
+DELETER_SCHEDULE_FILE = f"{DELETER_STATE_DIR}/schedule.json"
+"""The reconcile's last run, shared by every deleter pod."""
+DELETER_REPLAY_FILE = f"{DELETER_STATE_DIR}/dlq-replayed.json"
+"""How far the deletion DLQ was replayed, so two replays never send a letter twice."""
+HUDI_ARCHIVE_FOLDER = "archived"
+"""Java Hudi's archive folder inside ``.hoodie`` (``hoodie.archivelog.folder``); the sink
+never writes there."""
 
 COMMIT_ACTION = "commit"
-# Commit-action timeline files of layout 1 (docs/design.md §3.8, facts 1 and 5): <T>.commit.requested,
-# <T>.inflight (the commit action's inflight has no action infix), <T>.commit.
+# Commit-action timeline files of layout 1 (docs/design.md §3.8, facts 1 and 5):
+# <T>.commit.requested, <T>.inflight (the commit action's inflight has no action infix),
+# <T>.commit.
 COMMIT_REQUESTED_SUFFIX = "commit.requested"
 INFLIGHT_SUFFIX = "inflight"
 COMMIT_SUFFIX = "commit"
@@ -65,6 +91,9 @@ _COMMIT_FILE = re.compile(r"^(\d{14}|\d{17})\.(commit\.requested|inflight|commit
 REPLACE_ACTION = "replacecommit"
 # Replace-commit files (clustering): <T>.replacecommit.requested, .replacecommit.inflight,
 # .replacecommit (docs/design.md §3.8, facts 1 and 12).
+REPLACE_REQUESTED_SUFFIX = f"{REPLACE_ACTION}.requested"
+REPLACE_INFLIGHT_SUFFIX = f"{REPLACE_ACTION}.inflight"
+REPLACE_SUFFIX = REPLACE_ACTION
 _REPLACE_FILE = re.compile(r"^(\d{14}|\d{17})\.replacecommit(\.requested|\.inflight)?$")
 
 # Any timeline file of any action/state, e.g. <T>.replacecommit.inflight or <T>.rollback.
@@ -109,6 +138,17 @@ def timeline_file(instant: str, suffix: str) -> str:
 def staging_dir(instant: str) -> str:
     """``.hoodie/.temp/<T>``: where participants stage the files of instant ``T``."""
     return f"{TEMP_DIR}/{instant}"
+
+
+def warmup_dir(participant_id: str) -> str:
+    """``.hoodie/.sink/warmup-<participant>``: a participant's Spark warm-up scratch, written
+    where its flushes go (same store, same credentials) and deleted once the JVM is warm."""
+    return f"{SINK_DIR}/warmup-{participant_id}"
+
+
+def clean_record(instant: str) -> str:
+    """``.hoodie/.sink/clean/<K>.json``: the record of clean ``K``."""
+    return f"{SINK_CLEAN_DIR}/{instant}.json"
 
 
 def parse_commit_file(name: str) -> Instant | None:

@@ -7,6 +7,7 @@ import zlib
 
 from shared.config import TableConfig
 from shared.errors import ConfigError, TableFormatError
+from shared.hudi import layout
 from shared.java_properties import format_properties, parse_properties
 from shared.schema import TableSchema
 
@@ -52,7 +53,7 @@ def table_properties(table: TableConfig, schema: TableSchema) -> dict[str, str]:
             "hoodie.datasource.write.partitionpath.urlencode": "true",
             "hoodie.datasource.write.drop.partition.columns": "false",
             "hoodie.table.timeline.timezone": "UTC",
-            "hoodie.archivelog.folder": "archived",
+            "hoodie.archivelog.folder": layout.HUDI_ARCHIVE_FOLDER,
             "hoodie.table.create.schema": schema.avro_schema_json(),
         }
     )

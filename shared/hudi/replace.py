@@ -39,19 +39,17 @@ from shared.hudi.write_stats import WriteStat, build_commit_metadata, check_stat
 
 __all__ = [
     "CLUSTER_OPERATION",
-    "CLEAN_DIR",
     "replace_metadata",
     "replaced_groups",
     "ReplaceTimeline",
 ]
 
 CLUSTER_OPERATION = "CLUSTER"
-CLEAN_DIR = f"{layout.SINK_DIR}/clean"
 
 _SUFFIX = {
-    InstantState.REQUESTED: "replacecommit.requested",
-    InstantState.INFLIGHT: "replacecommit.inflight",
-    InstantState.COMPLETED: "replacecommit",
+    InstantState.REQUESTED: layout.REPLACE_REQUESTED_SUFFIX,
+    InstantState.INFLIGHT: layout.REPLACE_INFLIGHT_SUFFIX,
+    InstantState.COMPLETED: layout.REPLACE_SUFFIX,
 }
 _COMMIT_SUFFIX = {
     InstantState.REQUESTED: layout.COMMIT_REQUESTED_SUFFIX,
@@ -192,14 +190,14 @@ class ReplaceTimeline:
     def clean_path(self, instant: str) -> str:
         if not is_instant_time(instant):
             raise TableFormatError(f"not an instant time: {instant!r}")
-        return ensure_inside(self.table.base_path, f"{CLEAN_DIR}/{instant}.json")
+        return ensure_inside(self.table.base_path, layout.clean_record(instant))
 
     def write_clean(self, record: CleanRecord) -> None:
         """Record a clean (idempotent: an existing record of the same instant stands)."""
         self.fs.create_exclusive(self.clean_path(record.instant), orjson.dumps(record.to_json()))
 
     def cleans(self) -> list[CleanRecord]:
-        directory = ensure_inside(self.table.base_path, CLEAN_DIR)
+        directory = ensure_inside(self.table.base_path, layout.SINK_CLEAN_DIR)
         records = []
         for info in self.fs.list_dir(directory):
             if info.name.endswith(".json") and not info.is_dir:

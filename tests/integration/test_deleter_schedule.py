@@ -27,9 +27,9 @@ from deleter_harness import (
 )
 from eventually import eventually_async
 
-from services.deleter.schedule import SCHEDULE_STATE
 from services.deleter.service import DeleterService
 from shared.broker import EmbeddedBroker
+from shared.hudi import layout
 from shared.hudi.naming import base_file_name
 
 pytestmark = pytest.mark.timeout(120)
@@ -99,7 +99,7 @@ async def test_scheduled_reconcile_deletes_an_old_orphan_and_keeps_a_young_one(
         assert stats["deleted"] == 1 and stats["reconcile_orphans"] >= 1
         await h.wait_stat("reconciles", stats["reconciles"] + 2)  # two more scans
         assert os.path.exists(young) and os.path.exists(referenced)
-        assert os.path.exists(os.path.join(h.base, SCHEDULE_STATE))
+        assert os.path.exists(os.path.join(h.base, layout.DELETER_SCHEDULE_FILE))
         assert (await h.stats())["deleted"] == 1
 
 

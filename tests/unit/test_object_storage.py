@@ -17,13 +17,14 @@ from shared.deletion_intent import DeletionReason, PendingDelete, intent_for_sta
 from shared.errors import ConfigError
 from shared.exit_watchdog import ExitWatchdog
 from shared.fs import LocalFileSystem
+from shared.hudi import layout
 from shared.object_store import (
     ObjectStoreFileSystem,
     parse_store_uri,
     reader_storage_options,
     split_storage_options,
 )
-from shared.storage import PROBE_DIR, check_exclusive_create, filesystem_for
+from shared.storage import check_exclusive_create, filesystem_for
 
 
 @pytest.fixture
@@ -90,7 +91,7 @@ def test_probe_refuses_a_store_that_ignores_if_none_match(
     with pytest.raises(ConfigError, match="If-None-Match") as caught:
         check_exclusive_create(fs, base)
     assert caught.value.key == "table.base_path"
-    assert moto_s3.keys(s3_bucket, f"warehouse/orders/{PROBE_DIR}") == []
+    assert moto_s3.keys(s3_bucket, f"warehouse/orders/{layout.SINK_PROBE_DIR}") == []
 
 
 @pytest.mark.parametrize("service", ["coordinator", "deleter", "participant"])

@@ -17,7 +17,7 @@ from manual_clock import ManualClock
 from table_files import FS, abort, complete, write_file
 
 from services.deleter.context import DeleterContext, Tally
-from services.deleter.schedule import SCHEDULE_STATE, Schedule, ScheduledWork
+from services.deleter.schedule import Schedule, ScheduledWork
 from services.deleter.staging import (
     StagingSweeper,
     finished_reason,
@@ -28,6 +28,7 @@ from services.deleter.staging import (
 from services.deleter.table_state import TableSnapshot, TableStateCache
 from shared.config import DeletionConfig
 from shared.deletion_intent import DeletionReason, PendingDelete
+from shared.hudi import layout
 from shared.hudi.table import HudiTable
 from shared.metrics import Metrics
 
@@ -181,7 +182,7 @@ async def test_reconcile_runs_when_due_and_its_last_run_survives_a_restart(tmp_p
     first = scheduled(base, work, clock)
     await first.tick()
     assert (work.sweeps, work.reconciles) == (1, 1), "never run before: due at once"
-    assert (base / SCHEDULE_STATE).exists()
+    assert (base / layout.DELETER_SCHEDULE_FILE).exists()
     clock.now = 1099.0
     await first.tick()
     assert (work.sweeps, work.reconciles) == (2, 1)
