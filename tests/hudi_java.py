@@ -8,8 +8,8 @@ column and every row (a multiset: order is not part of a table).
 
 The reader is built on first use: ``scripts/resolve-java.sh`` resolves the pom's pinned jars
 into the user's Maven repository (``~/.m2``) and checks them, javac compiles into
-``.tools/hudi-reader/`` (git-ignored); a stamp of sources and classpath makes later calls skip
-both. Importable from unit
+``.tools/hudi-reader/classes-<stamp>`` (git-ignored); the stamp of sources and classpath makes
+later calls skip both. Importable from unit
 and integration tests (``tests/`` is on ``sys.path``).
 """
 
@@ -31,9 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+from hudi import HudiReadOptions, HudiTableBuilder
 
 __all__ = ["ReadRequest", "JavaRead", "build", "read_tables", "read_table", "s3a_request",
-           "arrow_rows", "assert_same_rows"]
+           "arrow_rows", "assert_same_rows", "rust_read", "read_agreed"]
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULE = ROOT / "tests" / "java" / "hudi-reader"
@@ -90,25 +92,27 @@ def _stamp() -> str:
 
 
 def build() -> list[str]:
-    """The reader's classpath, built first unless the build in ``.tools/hudi-reader/`` matches
-    the sources: ``scripts/resolve-java.sh`` resolves and checks the pom's jars (Maven, once),
-    then javac compiles. A lock makes concurrent first uses (several pytest processes) build
-    once."""
+    """The reader's classpath, built first unless ``.tools/hudi-reader/`` has a build of these
+    sources and jars: ``scripts/resolve-java.sh`` resolves and checks the pom's jars (Maven,
+    once), then javac compiles into a directory named by the stamp, so a JVM still running an
+    older build never sees its classes change. A lock makes concurrent first uses (several
+    pytest processes) build once."""
     CACHE.mkdir(parents=True, exist_ok=True)
-    stamp_file, classes = CACHE / "stamp", CACHE / "classes"
     with (CACHE / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (stamp_file.exists() and stamp_file.read_text() == _stamp() and classes.is_dir()):
-            stamp_file.unlink(missing_ok=True)
+        classes = CACHE / f"classes-{_stamp()[:16]}"
+        if not classes.is_dir():
             _run([str(ROOT / "scripts" / "resolve-java.sh")], "resolving the reader's jars")
+            classes = CACHE / f"classes-{_stamp()[:16]}"
             if shutil.which("javac") is None:
                 raise RuntimeError("javac not found: Hudi's Java reader needs a JDK 17 "
                                    "(e.g. apt-get install -y openjdk-17-jdk-headless)")
-            shutil.rmtree(classes, ignore_errors=True)
-            _run(["javac", "--release", "17", "-nowarn", "-d", str(classes), "-cp",
+            partial = CACHE / f"partial-{os.getpid()}"
+            shutil.rmtree(partial, ignore_errors=True)
+            _run(["javac", "--release", "17", "-nowarn", "-d", str(partial), "-cp",
                   CLASSPATH.read_text().strip(), *map(str, (MODULE / "src").rglob("*.java"))],
                  "compiling the reader")
-            stamp_file.write_text(_stamp())
+            partial.rename(classes)
     return [str(classes), *CLASSPATH.read_text().strip().split(os.pathsep)]
 
 
@@ -195,14 +199,39 @@ def _plain(value: Any, kind: pa.DataType) -> Any:
     return value
 
 
+def _is_flat(kind: pa.DataType) -> bool:
+    """Types whose ``to_pylist`` values already are the reader's JSON values."""
+    return (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_integer(kind)
+            or pa.types.is_boolean(kind))
+
+
+def _column_values(table: pa.Table, name: str) -> list[Any]:
+    """One column of a hudi-rs read in the reader's value form, converted by Arrow where it
+    can (a 20,000-row table compares in a fraction of a second)."""
+    kind = table.schema.field(name).type
+    column = table.column(name)
+    if pa.types.is_timestamp(kind):
+        return column.cast(pa.timestamp("us", kind.tz)).cast(pa.int64()).to_pylist()
+    if pa.types.is_date32(kind):
+        return column.cast(pa.int32()).to_pylist()
+    values = column.to_pylist()
+    if _is_flat(kind) or (pa.types.is_floating(kind) and pc.all(pc.is_finite(column)).as_py() is not False):
+        return values
+    return [_plain(v, kind) for v in values]
+
+
+def _hashable(value: Any) -> Any:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False) if isinstance(value, (dict, list)) else value
+
+
+def _row_counts(columns: list[list[Any]]) -> Counter[tuple[Any, ...]]:
+    return Counter(tuple(_hashable(v) for v in row) for row in zip(*columns, strict=True))
+
+
 def arrow_rows(table: pa.Table) -> list[dict[str, Any]]:
     """The rows of a hudi-rs read in the Java reader's value form."""
-    kinds = {f.name: f.type for f in table.schema}
-    return [{k: _plain(v, kinds[k]) for k, v in row.items()} for row in table.to_pylist()]
-
-
-def _canonical(row: Mapping[str, Any]) -> str:
-    return json.dumps(row, sort_keys=True, ensure_ascii=False)
+    columns = [_column_values(table, name) for name in table.column_names]
+    return [dict(zip(table.column_names, row, strict=True)) for row in zip(*columns, strict=True)]
 
 
 def assert_same_rows(java: JavaRead, rust: pa.Table, what: str) -> None:
@@ -212,13 +241,45 @@ def assert_same_rows(java: JavaRead, rust: pa.Table, what: str) -> None:
         return
     if set(java.columns) != set(rust.column_names):
         raise AssertionError(f"{what}: columns differ: Hudi {java.columns}, hudi-rs {rust.column_names}")
-    ours = Counter(_canonical(row) for row in java.dicts())
-    theirs = Counter(_canonical(row) for row in arrow_rows(rust))
+    ours = _row_counts([list(column) for column in zip(*java.rows, strict=True)] if java.rows
+                       else [[] for _ in java.columns])
+    theirs = _row_counts([_column_values(rust, name) for name in java.columns])
     if ours == theirs:
         return
     only_java, only_rust = ours - theirs, theirs - ours
+    sample = {"Hudi": only_java, "hudi-rs": only_rust}
     raise AssertionError(
         f"{what}: Hudi's Java reader and hudi-rs disagree (Hudi {java.num_rows} rows, hudi-rs "
         f"{rust.num_rows}; {sum(only_java.values())} only in Hudi, {sum(only_rust.values())} only "
-        f"in hudi-rs; query instant {java.query_instant})\n"
-        f"only in Hudi: {list(only_java)[:3]}\nonly in hudi-rs: {list(only_rust)[:3]}")
+        f"in hudi-rs; query instant {java.query_instant}; columns {java.columns})\n"
+        + "\n".join(f"only in {who}: {list(rows)[:3]}" for who, rows in sample.items()))
+
+
+def rust_read(base_uri: str, as_of: str | None = None,
+              storage_options: Mapping[str, str] | None = None) -> pa.Table:
+    """A hudi-rs read (a snapshot, or as of an instant); an empty table reads as one ``id``
+    column without rows."""
+    builder = HudiTableBuilder.from_base_uri(base_uri)
+    if storage_options:
+        builder = builder.with_storage_options(dict(storage_options))
+    options = HudiReadOptions() if as_of is None else HudiReadOptions().with_as_of_timestamp(as_of)
+    batches = builder.build().read(options)
+    return pa.Table.from_batches(batches) if batches else pa.table({"id": pa.array([], pa.string())})
+
+
+def read_agreed(base_uri: str, *as_of: str | None,
+                storage_options: Mapping[str, str] | None = None) -> list[tuple[JavaRead, pa.Table]]:
+    """Hudi's reads of the table (one JVM; ``None`` is a snapshot), each asserted to hold the
+    same rows as hudi-rs as of the instant Hudi's read used (a table being written moves on
+    between the two). ``s3://`` tables go through S3A with the same ``storage_options``."""
+    instants = as_of or (None,)
+    if base_uri.startswith(("s3://", "s3a://")):
+        requests = [s3a_request(base_uri, storage_options or {}, instant) for instant in instants]
+    else:
+        requests = [ReadRequest(base_uri, instant) for instant in instants]
+    pairs = []
+    for instant, java in zip(instants, read_tables(requests), strict=True):
+        rust = rust_read(base_uri, java.query_instant, storage_options)
+        assert_same_rows(java, rust, f"{base_uri} as of {instant or 'now'}")
+        pairs.append((java, rust))
+    return pairs

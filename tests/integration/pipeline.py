@@ -25,7 +25,6 @@ import yaml
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as KafkaTopicPartition
 from eventually import eventually
-from hudi import HudiReadOptions, HudiTableBuilder
 
 from shared.broker import free_port
 from shared.fs import FileSystem, LocalFileSystem
@@ -312,35 +311,20 @@ class Pipeline:
             raise AssertionError(f"{exc}\nlatest={self.latest_offsets()}\n{self.logs()}") from None
 
     def read(self, as_of: str | None = None) -> pa.Table:
-        builder = HudiTableBuilder.from_base_uri(self.table_uri)
-        if self.s3 is not None:
-            builder = builder.with_storage_options(self.s3.storage_options())
-        table = builder.build()
-        options = HudiReadOptions()
-        if as_of is not None:
-            options = options.with_as_of_timestamp(as_of)
-        batches = table.read(options)
-        return pa.Table.from_batches(batches) if batches else pa.table({"id": pa.array([], pa.string())})
+        return hudi_java.rust_read(self.table_uri, as_of, self.s3.storage_options() if self.s3 else None)
 
     def read_agreed(self, *as_of: str | None) -> list[pa.Table]:
         """Read the table with Apache Hudi's own Java reader and with hudi-rs and assert both
         return the same rows, every column (Hudi's reader is the authority; see
         ``tests/hudi_java.py``). One JVM for all of ``as_of`` (``None``, the default, is a
-        snapshot). A snapshot is compared with hudi-rs as of the instant Hudi's reader saw, as
-        commits keep landing meanwhile. Returns hudi-rs's reads in order, a snapshot as a fresh
-        snapshot read (so callers keep testing hudi-rs's snapshot path)."""
+        snapshot, compared with hudi-rs as of the instant Hudi's reader saw, as commits keep
+        landing meanwhile). Returns hudi-rs's reads in order, a snapshot as a fresh snapshot
+        read (so callers keep testing hudi-rs's snapshot path)."""
         instants = as_of or (None,)
-        if self.s3 is not None:
-            requests = [hudi_java.s3a_request(self.table_uri, self.s3.storage_options(), instant)
-                        for instant in instants]
-        else:
-            requests = [hudi_java.ReadRequest(self.table_uri, instant) for instant in instants]
-        tables = []
-        for instant, java in zip(instants, hudi_java.read_tables(requests), strict=True):
-            same_instant = self.read(as_of=java.query_instant)
-            hudi_java.assert_same_rows(java, same_instant, f"{self.table_uri} as of {instant or 'now'}")
-            tables.append(same_instant if instant is not None else self.read())
-        return tables
+        pairs = hudi_java.read_agreed(self.table_uri, *instants,
+                                      storage_options=self.s3.storage_options() if self.s3 else None)
+        return [rust if instant is not None else self.read()
+                for instant, (_, rust) in zip(instants, pairs, strict=True)]
 
     def listed_files(self) -> set[str]:
         listed: set[str] = set()

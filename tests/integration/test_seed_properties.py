@@ -87,8 +87,8 @@ def test_seed_properties_file_with_env_overrides_lands_an_exactly_once_zstd_tabl
         coordinator, participant = pipeline.start_ready("coordinator", "participant")
         pipeline.wait_offsets(RECORDS // pipeline.partitions, timeout_s=240)
 
-        # Exactly once, read with hudi-rs.
-        table = pipeline.read()
+        # Exactly once, read with hudi-rs (and the same rows with Hudi's Java reader).
+        [table] = pipeline.read_agreed()
         ids = table.column("id").to_pylist()
         assert len(ids) == RECORDS and len(set(ids)) == RECORDS
         assert pipeline.committed_records() == RECORDS

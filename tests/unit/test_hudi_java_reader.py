@@ -22,9 +22,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hudi import HudiReadOptions, HudiTableBuilder
-from hudi_java import JavaRead, ReadRequest, assert_same_rows, read_tables
-from test_committer_fencing import FS, Env, Staged
+import test_maintenance
+from hudi_java import JavaRead, ReadRequest, assert_same_rows, read_agreed, read_tables, rust_read
+from test_committer_fencing import DDL, FS, Env, Staged
 from test_maintenance import T, _cluster, _commit_small_files
 
 from shared.config import TableConfig
@@ -37,17 +37,12 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def _rust(base: Path, as_of: str | None) -> pa.Table:
-    options = HudiReadOptions() if as_of is None else HudiReadOptions().with_as_of_timestamp(as_of)
-    batches = HudiTableBuilder.from_base_uri(str(base)).build().read(options)
-    return pa.Table.from_batches(batches) if batches else pa.table({"id": pa.array([], pa.string())})
+    return rust_read(str(base), as_of)
 
 
 def _agree(base: Path, *as_of: str | None) -> list[JavaRead]:
     """Hudi's reads of ``base`` (one JVM), each checked against hudi-rs at its instant."""
-    reads = read_tables([ReadRequest(str(base), instant) for instant in as_of])
-    for instant, java in zip(as_of, reads, strict=True):
-        assert_same_rows(java, _rust(base, java.query_instant), f"as of {instant}")
-    return reads
+    return [java for java, _ in read_agreed(str(base), *as_of)]
 
 
 def _ids(read: JavaRead) -> list[str]:
@@ -55,7 +50,7 @@ def _ids(read: JavaRead) -> list[str]:
 
 
 def test_replacecommits_and_time_travel_read_alike(tmp_path: Path) -> None:
-    env = _env(tmp_path, "id STRING, country STRING, amount DOUBLE")
+    env = _env(tmp_path, DDL)
     committer = env.committer("a")
     ids = _commit_small_files(env, committer, T[:5])
     _cluster(env, committer, T[5])
@@ -75,7 +70,7 @@ def test_hudi_refuses_time_travel_past_a_pending_replacecommit_which_hudi_rs_ans
     cannot tell a pending clustering from a pending write and refuses, as for any incomplete
     commit, to travel to an instant after it; hudi-rs reads. Snapshots and time travel before
     it agree."""
-    env = _env(tmp_path, "id STRING, country STRING, amount DOUBLE")
+    env = _env(tmp_path, DDL)
     committer = env.committer("a")
     ids = _commit_small_files(env, committer, T[:3])
     ReplaceTimeline(env.table()).start(T[3])
@@ -89,19 +84,13 @@ def test_hudi_refuses_time_travel_past_a_pending_replacecommit_which_hudi_rs_ans
 
 
 def test_an_archived_replacecommit_whose_files_remain_doubles_rows_in_hudi_too(tmp_path: Path) -> None:
-    """Why archival waits for cleaning: Hudi itself, like hudi-rs, counts base files older
-    than the active timeline as committed, so replaced files come back once the
-    replacecommit that hid them is archived."""
-    env = _env(tmp_path, "id STRING, country STRING, amount DOUBLE")
-    committer = env.committer("a")
-    ids = _commit_small_files(env, committer, T[:4])
-    _cluster(env, committer, T[4])
-    later = _commit_small_files(env, committer, T[5:6])
-    timeline = ReplaceTimeline(env.table())
-    for instant in T[:5]:
-        timeline.archive(next(i for i in timeline.completed() if i.time == instant))
+    """Why archival waits for cleaning: Hudi itself, like hudi-rs, counts base files older than
+    the active timeline as committed, so replaced files come back once the replacecommit that
+    hid them is archived (the table of test_maintenance's test of that, which checks hudi-rs)."""
+    env = _env(tmp_path, DDL)
+    test_maintenance.test_archiving_a_replacecommit_before_its_files_are_gone_doubles_rows(env)
     [now] = _agree(env.base, None)
-    assert now.num_rows == 2 * len(ids) + len(later)
+    assert now.num_rows == 2 * 12 + 3  # 4 commits of 3 rows, replaced and clustered; 3 after
 
 
 TYPES = ("id STRING, country STRING, n INT, big BIGINT, f FLOAT, d DOUBLE, ok BOOLEAN, "
@@ -147,7 +136,7 @@ def test_hudis_reader_refuses_decimals_stored_as_integers_which_hudi_rs_reads(tm
 
 
 def test_a_changed_value_a_lost_row_or_a_doubled_row_is_caught(tmp_path: Path) -> None:
-    env = _env(tmp_path, "id STRING, country STRING, amount DOUBLE")
+    env = _env(tmp_path, DDL)
     _commit_small_files(env, env.committer("a"), T[:2])
     [java] = read_tables([ReadRequest(str(env.base))])
     rust = _rust(env.base, java.query_instant)
