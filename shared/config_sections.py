@@ -4,6 +4,7 @@ process retries and stops."""
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -52,6 +53,12 @@ class AvroConfig(BaseModel):
             path = getattr(self, key)
             if path is not None and not Path(path).is_file():
                 raise ValueError(f"{key}: file not found: {path}")
+        if self.registry_ca_file is not None:
+            try:  # loaded by every fetch; refused here rather than at the first unknown id
+                ssl.create_default_context(cafile=self.registry_ca_file)
+            except (ssl.SSLError, OSError, ValueError) as exc:
+                raise ValueError(f"registry_ca_file: {self.registry_ca_file} is not a CA bundle "
+                                 f"in PEM ({exc})") from None
         if self.schema_id is not None and self.schema_file is None:
             raise ValueError("schema_id: names the id of avro.schema_file, which is not set")
         if self.schema_file is not None and self.registry_url is not None and self.schema_id is None:

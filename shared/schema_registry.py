@@ -7,10 +7,13 @@ Two failures are told apart, because the participant treats them differently:
 
 - ``UnknownSchemaId``: the registry answered that the id does not exist (404) — the record is
   bad and goes to the dead-letter topic;
-- ``RegistryUnavailable``: no answer, a 5xx, or an auth failure — nothing is wrong with the
-  record, so its partition pauses and retries instead of dead-lettering good data. So are an
-  answer over :data:`MAX_ANSWER_BYTES` and a redirect that would take the credentials to
-  another host or down to plain http: both are the registry's (or its proxy's) doing.
+- ``RegistryUnavailable``: every other failure of the fetch — no answer, a 5xx, an auth
+  failure, a reply that is not HTTP (a bad status line, a cut-off body, an over-long header
+  line: ``http.client.HTTPException``), JSON nested too deep to parse, a CA bundle that cannot
+  be loaded, an answer over :data:`MAX_ANSWER_BYTES` or slower than ``registry_timeout_s``, a
+  redirect that would take the credentials to another host or down to plain http. Nothing is
+  wrong with the record, so its partition pauses and retries instead of dead-lettering good
+  data.
 
 Plain ``urllib`` keeps this free of another HTTP dependency; the calls block (a cache miss is
 rare: once per schema id per process).
@@ -23,6 +26,7 @@ import json
 import logging
 import ssl
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -40,6 +44,7 @@ log = logging.getLogger(__name__)
 
 MAX_ANSWER_BYTES = 8 << 20
 """Largest registry answer read (8 MiB; a registry stores schemas of about 1 MB at most)."""
+_CHUNK = 64 << 10
 
 
 class UnknownSchemaId(HudiSinkError):
@@ -129,33 +134,51 @@ def _same_origin(old: str, new: str) -> bool:
             and not (before.scheme == "https" and after.scheme != "https"))
 
 
-def _read_capped(response: IO[bytes], url: str) -> bytes:
-    """The answer's body, refused past :data:`MAX_ANSWER_BYTES` (read no further)."""
-    body = response.read(MAX_ANSWER_BYTES + 1)
-    if len(body) > MAX_ANSWER_BYTES:
-        raise RegistryUnavailable(f"registry answer from {url} is over {MAX_ANSWER_BYTES} bytes "
-                                  "(no registry schema is that large): refused")
-    return body
+class _Body(Protocol):
+    def read1(self, size: int = ..., /) -> bytes: ...
+
+
+def _read_capped(response: _Body, url: str, deadline: float) -> bytes:
+    """The answer's body, refused past :data:`MAX_ANSWER_BYTES` or ``deadline`` (read no
+    further). Read a recv at a time: the socket timeout bounds each wait, not the whole
+    answer, and a registry (or proxy) sending a byte every few seconds would hold the
+    reading thread for as long as it likes."""
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := response.read1(_CHUNK):
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise RegistryUnavailable(f"registry answer from {url} is over {MAX_ANSWER_BYTES} "
+                                      "bytes (no registry schema is that large): refused")
+        if time.monotonic() > deadline:
+            raise RegistryUnavailable(f"registry answer from {url} still incomplete after "
+                                      f"{size} bytes at its deadline: refused")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def fetch_json(url: str, config: AvroConfig) -> Any:
     """``GET url`` with the registry's credentials and CA bundle; 404 → ``UnknownSchemaId``,
-    no answer, another error status, a body that is not JSON or is too large, or a redirect
-    the credentials may not follow → ``RegistryUnavailable``."""
-    headers = _headers(config)
-    opener = urllib.request.build_opener(
-        urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=config.registry_ca_file)),
-        _SameOriginRedirects(credentials="Authorization" in headers))
-    request = urllib.request.Request(url, headers=headers)  # noqa: S310 - configured URL
+    any other failure (see the module docstring) → ``RegistryUnavailable``. The body must be
+    complete within ``registry_timeout_s`` of the request."""
+    deadline = time.monotonic() + config.registry_timeout_s
     try:
+        headers = _headers(config)
+        opener = urllib.request.build_opener(
+            urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=config.registry_ca_file)),
+            _SameOriginRedirects(credentials="Authorization" in headers))
+        request = urllib.request.Request(url, headers=headers)  # noqa: S310 - configured URL
         with opener.open(request, timeout=config.registry_timeout_s) as response:
-            return json.loads(_read_capped(response, url))
+            return json.loads(_read_capped(response, url, deadline))
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             raise UnknownSchemaId(f"{url}: not in the registry (404)") from None
         raise RegistryUnavailable(f"registry answered {exc.code} for {url}") from None
-    except (OSError, ValueError) as exc:  # refused, timeout, TLS, a body that is not JSON
-        raise RegistryUnavailable(f"registry unreachable at {url}: {exc}") from None
+    except RegistryUnavailable:
+        raise
+    except Exception as exc:  # noqa: BLE001 - see the module docstring: never the record's fault
+        raise RegistryUnavailable(f"registry unreachable at {url}: {type(exc).__name__}: "
+                                  f"{exc}") from None
 
 
 class RegistrySchemas:
@@ -184,7 +207,7 @@ class RegistrySchemas:
             raise UnknownSchemaId(f"schema id {schema_id} is not in the registry") from None
         try:
             schema = json.loads(body["schema"])
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, RecursionError):
             raise RegistryUnavailable(f"registry answer for id {schema_id} holds no schema") from None
         if not isinstance(schema, dict):  # a bare primitive ("string") is no record
             raise UnknownSchemaId(f"schema id {schema_id} is not a record schema")

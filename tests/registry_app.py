@@ -5,20 +5,34 @@ id given for it in ``subjects``), optional HTTP basic auth, a switch that makes 
 registry outage would, redirects (``redirects``: path → ``Location``) and padding that makes an
 answer as large as a test needs. No schema registry ships in the package indexes this project can reach,
 so the tests serve the endpoint themselves; the framing of values is Confluent's documented
-wire format (magic byte 0, 4-byte big-endian id, Avro binary body), encoded with fastavro."""
+wire format (magic byte 0, 4-byte big-endian id, Avro binary body), encoded with fastavro.
+``RawServer`` answers with scripted bytes instead, for replies that are not well-formed HTTP
+or that trickle or stall."""
 
 from __future__ import annotations
 
 import base64
 import io
 import json
+import socket
 import ssl
 import struct
+import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from fastavro import parse_schema, schemaless_writer
+
+
+def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
+    """A certificate for ``127.0.0.1`` and its key (openssl), for a TLS registry."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    return cert, key
 
 
 def confluent_avro(schema_id: int, schema: dict[str, Any], datum: dict[str, Any]) -> bytes:
@@ -104,3 +118,62 @@ class LocalRegistry:
     def __exit__(self, *_exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+Step = bytes | threading.Event | float
+"""What :class:`RawServer` does next on a connection: send bytes, wait for an event, pause."""
+
+
+class RawServer:
+    """A TCP server answering each connection's request with ``steps`` exactly as scripted,
+    then closing it: for replies no HTTP server would send (a bad status line, a body cut
+    short, an endless header line) and for a reply that trickles or stalls. A ``float`` step
+    is the stand-in's own slowness between bytes (a registry or proxy that is slow), an
+    ``Event`` step holds the reply until the test sets it (set by ``__exit__`` at the latest).
+    ``requests`` counts the requests read."""
+
+    def __init__(self, steps: list[Step]) -> None:
+        self.steps = steps
+        self.requests = 0
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._closed = threading.Event()
+
+    def __enter__(self) -> RawServer:
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._closed.set()
+        for step in self.steps:
+            if isinstance(step, threading.Event):
+                step.set()
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                request += data
+            self.requests += 1
+            try:
+                for step in self.steps:
+                    if isinstance(step, bytes):
+                        conn.sendall(step)
+                    elif isinstance(step, threading.Event):
+                        step.wait()
+                    elif self._closed.wait(step):
+                        return
+            except OSError:
+                return  # the client gave up

@@ -10,8 +10,9 @@ arrive as the decoder takes them: ``timestamp-millis``/``-micros`` and ``date`` 
 
 Outcomes: the dict; a ``Rejected`` (not the framing, an unknown schema id, a writer schema
 refused by :mod:`.avro_limits` because a few bytes could decode to an unbounded amount, a body
-that does not decode); or ``Deferred`` when the registry cannot be asked — nothing is wrong with the record,
-so its partition waits and tries again rather than dead-letter good data.
+that does not decode); or ``Deferred`` when the writer schema cannot be had now (the registry
+is out of reach, or its lookup failed in any other way than "no such id") — nothing is wrong
+with the record, so its partition waits and tries again rather than dead-letter good data.
 """
 
 from __future__ import annotations
@@ -70,8 +71,13 @@ class AvroValues:
             writer = self._writer(schema_id)
         except UnknownSchemaId as exc:
             return Rejected(UNKNOWN_SCHEMA_ID, str(exc))
-        except RegistryUnavailable as exc:
-            return Deferred(str(exc))
+        except Exception as exc:  # noqa: BLE001 - see below
+            # Only the registry's answer "no such id" condemns the record. Whatever else the
+            # lookup raised (RegistryUnavailable, or a failure its client did not foresee)
+            # says nothing about it: dead-lettering would lose good data and move the
+            # committed offset past it, so the partition waits and asks again.
+            return Deferred(str(exc) if isinstance(exc, RegistryUnavailable)
+                            else f"schema id {schema_id}: lookup failed: {type(exc).__name__}: {exc}")
         if type(writer) is Rejected:
             return writer
         body = io.BytesIO(value)

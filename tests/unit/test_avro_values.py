@@ -6,7 +6,6 @@ is a bad record, a registry outage is not (``Deferred``: the partition waits).""
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 
 import pytest
 from kafka_records import Rec
-from registry_app import LocalRegistry, confluent_avro
+from registry_app import LocalRegistry, confluent_avro, self_signed_certificate
 
 from services.participant.avro_format import AvroValues
 from services.participant.decoded import Deferred, Rejected, rows_to_arrow
@@ -131,10 +130,7 @@ def test_avsc_file_provider_and_config(tmp_path: Path) -> None:
 
 
 def test_tls_registry_with_a_ca_bundle(tmp_path: Path) -> None:
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    cert, key = self_signed_certificate(tmp_path)
     with LocalRegistry({1: WRITER_V1}, tls=(str(cert), str(key))) as registry:
         assert registry.url.startswith("https://")
         trusted = RegistrySchemas(AvroConfig(registry_url=registry.url, registry_ca_file=str(cert)))
