@@ -7,7 +7,7 @@ from __future__ import annotations
 import ssl
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 __all__ = ["AvroConfig", "ServiceConfig"]
 
@@ -28,7 +28,8 @@ class ServiceConfig(BaseModel):
 class AvroConfig(BaseModel):
     """Values in the Confluent wire format; writer schemas from a schema registry (by the id
     each value carries) and/or one ``.avsc`` file, which decodes only the values of its own id
-    (``schema_id``; with a registry as well, every other id is looked up there)."""
+    (``schema_id``, required with it; with a registry as well, every other id is looked up
+    there)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -42,10 +43,24 @@ class AvroConfig(BaseModel):
     registry_timeout_s: float = Field(5, gt=0)
     schema_file: str | None = None
     """An ``.avsc`` writer schema: decodes the values of ``schema_id`` only."""
-    schema_id: int | None = Field(None, ge=0, le=2**32 - 1)
-    """The id ``schema_file``'s schema has in the values' framing. Unset (file only): the first
-    id a participant reads, which after a restart or on another participant can be another
-    one (see the README); required with a registry as well."""
+    schema_id: int | None = Field(None, ge=0, le=2**32 - 1, validate_default=True)
+    """The id ``schema_file``'s schema has in the values' framing; required with it. No id is
+    guessed: "the first id read" differs between processes and restarts, and values of
+    another id decoded with the file's schema put values in the wrong fields."""
+
+    @field_validator("schema_id")
+    @classmethod
+    def _id_of_the_file(cls, schema_id: int | None, info: ValidationInfo) -> int | None:
+        has_file = info.data.get("schema_file") is not None
+        if schema_id is None and has_file:
+            raise ValueError(
+                "required with avro.schema_file: the id the file's schema has in the values "
+                "(bytes 1-4 of a value written with it, after the magic byte 0, big-endian; or "
+                "the schema's id in the registry: GET /subjects/<subject>/versions/latest "
+                "answers it as \"id\")")
+        if schema_id is not None and not has_file:
+            raise ValueError("names the id of avro.schema_file, which is not set")
+        return schema_id
 
     @model_validator(mode="after")
     def _files_exist(self) -> AvroConfig:
@@ -59,9 +74,4 @@ class AvroConfig(BaseModel):
             except (ssl.SSLError, OSError, ValueError) as exc:
                 raise ValueError(f"registry_ca_file: {self.registry_ca_file} is not a CA bundle "
                                  f"in PEM ({exc})") from None
-        if self.schema_id is not None and self.schema_file is None:
-            raise ValueError("schema_id: names the id of avro.schema_file, which is not set")
-        if self.schema_file is not None and self.registry_url is not None and self.schema_id is None:
-            raise ValueError("schema_id: required when avro.schema_file and avro.registry_url are "
-                             "both set (which id is the file's; every other id is looked up)")
         return self

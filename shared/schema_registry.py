@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import ssl
 import threading
 import time
@@ -39,8 +38,6 @@ from shared.errors import ConfigError, HudiSinkError
 
 __all__ = ["WriterSchemas", "RegistrySchemas", "FileSchema", "UnknownSchemaId", "RegistryUnavailable",
            "writer_schemas", "fetch_json", "MAX_ANSWER_BYTES"]
-
-log = logging.getLogger(__name__)
 
 MAX_ANSWER_BYTES = 8 << 20
 """Largest registry answer read (8 MiB; a registry stores schemas of about 1 MB at most)."""
@@ -61,39 +58,29 @@ class WriterSchemas(Protocol):
 
 
 class FileSchema:
-    """One writer schema from an ``.avsc`` file, for one schema id only.
+    """One writer schema from an ``.avsc`` file, for one schema id only (``avro.schema_id``).
 
     A value's id names the schema it was written with; decoding it with another schema reads
     its bytes in the other schema's field order (after a producer reorders its fields,
     ``city`` and ``name`` swap values without any error). So the file decodes only the values
-    of its id: ``avro.schema_id`` when set, else the first id seen by this process (logged
-    once). Other ids go to ``others`` (the registry, when one is configured as well), or are
-    bad records (``UnknownSchemaId`` naming both ids)."""
+    of its configured id — never a guessed one: "the first id read" differs between
+    processes and restarts. Other ids go to ``others`` (the registry, when one is configured
+    as well), or are bad records (``UnknownSchemaId`` naming both ids)."""
 
-    def __init__(self, path: str, schema_id: int | None = None,
-                 others: WriterSchemas | None = None) -> None:
+    def __init__(self, path: str, schema_id: int, others: WriterSchemas | None = None) -> None:
         self._path = path
         self._schema: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
         self._id = schema_id
-        self._pinned = schema_id is not None
         self._others = others
-        self._lock = threading.Lock()
 
     def get(self, schema_id: int) -> dict[str, Any]:
-        if self._id is None:
-            with self._lock:
-                if self._id is None:
-                    self._id = schema_id
-                    log.info("avro.schema_file %s is taken as the writer schema of id %d, the "
-                             "first id read (set avro.schema_id to pin it)", self._path, schema_id)
         if schema_id == self._id:
             return self._schema
         if self._others is not None:
             return self._others.get(schema_id)
-        how = "avro.schema_id" if self._pinned else "the first id read, avro.schema_id unset"
         raise UnknownSchemaId(f"schema id {schema_id} is not the id of avro.schema_file "
-                              f"{self._path}, which is id {self._id} ({how}); decoding it with "
-                              "the file's schema could put values in the wrong fields")
+                              f"{self._path}, which is id {self._id} (avro.schema_id); decoding "
+                              "it with the file's schema could put values in the wrong fields")
 
 
 def _headers(config: AvroConfig) -> dict[str, str]:
@@ -218,6 +205,7 @@ def writer_schemas(config: AvroConfig) -> WriterSchemas:
     """The ``.avsc`` file for its id, the registry for every (other) id; at least one of them."""
     registry = RegistrySchemas(config) if config.registry_url is not None else None
     if config.schema_file is not None:
+        assert config.schema_id is not None  # AvroConfig requires it with a file
         return FileSchema(config.schema_file, config.schema_id, registry)
     if registry is not None:
         return registry

@@ -1,16 +1,17 @@
-"""``avro.schema_file`` decodes only the values of its own schema id.
+"""``avro.schema_file`` decodes only the values of its own schema id, ``avro.schema_id``,
+which is required with it.
 
 A value's id names the schema it was written with. After a producer moves to a compatible
 schema with its fields in another order, decoding the new id's values with the file's schema
 reads ``city`` into ``name`` and back, without any error. With a file, a value of another id
 is a bad record (``UnknownSchemaId`` naming both ids), or is looked up in the registry when one
-is configured as well; ``avro.schema_id`` pins the file's id (else the first id read is the
-file's, logged once)."""
+is configured as well. The id is never guessed: "the first id read" (what an unset
+``avro.schema_id`` used to mean) differs between processes and restarts, so after a restart
+past the file's own id's records a newer id was decoded with the file, its fields swapped."""
 
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +55,8 @@ def _rows(p: TransactionParticipant) -> list[dict[str, object]]:
     return [{k: row.values[k] for k in ("id", "name", "city")} for row in p.rows]
 
 
-def test_a_second_schema_id_is_never_decoded_with_the_file(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="shared.schema_registry")
-    p = _accept(AvroConfig(schema_file=_avsc(tmp_path, OLD)), [
+def test_a_second_schema_id_is_never_decoded_with_the_file(tmp_path: Path) -> None:
+    p = _accept(AvroConfig(schema_file=_avsc(tmp_path, OLD), schema_id=1), [
         confluent_avro(1, OLD, ALICE),
         confluent_avro(2, NEW, {**ALICE, "id": "b"}),  # the producer moved on
         confluent_avro(1, OLD, {**ALICE, "id": "c"}),
@@ -66,11 +65,11 @@ def test_a_second_schema_id_is_never_decoded_with_the_file(
     [letter] = p.dead_letters
     assert (letter.offset, letter.error_class) == (1, "UnknownSchemaId")
     assert "schema id 2" in letter.message and "id 1" in letter.message
-    first_id = [r for r in caplog.records if "first id read" in r.getMessage()]
-    assert len(first_id) == 1 and first_id[0].levelno == logging.INFO
 
 
-def test_a_pinned_schema_id_wins_over_the_first_id_read(tmp_path: Path) -> None:
+def test_the_configured_id_wins_over_the_first_id_read(tmp_path: Path) -> None:
+    """A process that starts on the newer id's records (a restart past the old ones, another
+    participant) still decodes only the file's id with the file."""
     p = _accept(AvroConfig(schema_file=_avsc(tmp_path, NEW), schema_id=2), [
         confluent_avro(1, OLD, ALICE),  # read first, but not the file's id
         confluent_avro(2, NEW, {**ALICE, "id": "b"}),
@@ -95,10 +94,11 @@ def test_with_a_registry_as_well_other_ids_are_looked_up(tmp_path: Path) -> None
 def test_schema_id_config_rules_and_config_check(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     avsc = _avsc(tmp_path, OLD)
-    with pytest.raises(ValueError, match="schema_id: names the id of avro.schema_file"):
+    for registry in (None, "http://registry:8081"):
+        with pytest.raises(ValueError, match="schema_id\n.*required with avro.schema_file"):
+            AvroConfig(schema_file=avsc, registry_url=registry)
+    with pytest.raises(ValueError, match="schema_id\n.*names the id of avro.schema_file"):
         AvroConfig(schema_id=3)
-    with pytest.raises(ValueError, match="schema_id: required when"):
-        AvroConfig(schema_file=avsc, registry_url="http://registry:8081")
     with pytest.raises(ValueError, match="less than or equal"):
         AvroConfig(schema_file=avsc, schema_id=2**32)
     base = {"name": "people", "kafka": {"bootstrap_servers": "kafka:9092", "topics": ["people"],
@@ -109,7 +109,11 @@ def test_schema_id_config_rules_and_config_check(
     assert load_config(path, environ={}).avro.schema_id == 7
     assert main(["config", "check", "--config", str(path)]) == 0
     assert "schema_id: 7  # file" in capsys.readouterr().out
-    path.write_text(yaml.safe_dump({**base, "avro": {"schema_file": avsc,
-                                                     "registry_url": "http://registry:8081"}}))
-    with pytest.raises(ConfigError, match="avro.*schema_id: required"):
-        load_config(path, environ={})
+    for avro in ({"schema_file": avsc}, {"schema_file": avsc, "registry_url": "http://registry:8081"}):
+        path.write_text(yaml.safe_dump({**base, "avro": avro}))
+        with pytest.raises(ConfigError, match="required with avro.schema_file") as refused:
+            load_config(path, environ={})
+        assert refused.value.key == "avro.schema_id"
+        assert "bytes 1-4" in str(refused.value) and "registry" in str(refused.value)
+        assert main(["config", "check", "--config", str(path)]) == 2
+        assert "avro.schema_id" in capsys.readouterr().err

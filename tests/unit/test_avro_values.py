@@ -121,7 +121,7 @@ def test_registry_errors_are_told_apart(tmp_path: Path) -> None:
 def test_avsc_file_provider_and_config(tmp_path: Path) -> None:
     avsc = tmp_path / "order.avsc"
     avsc.write_text(json.dumps(WRITER_V2))
-    values = AvroValues(writer_schemas(AvroConfig(schema_file=str(avsc))))
+    values = AvroValues(writer_schemas(AvroConfig(schema_file=str(avsc), schema_id=42)))
     decoded = values.parse(confluent_avro(42, WRITER_V2, {"id": "f", "amount": 2.5}))
     assert decoded == {"id": "f", "amount": 2.5}
     assert isinstance(values.parse(b"\x01\x00\x00\x00\x01"), Rejected)
