@@ -17,6 +17,10 @@ such as ``spark.conf`` and ``table.storage_options``, entries whose key looks li
 (``aws_secret_access_key``, ``aws_session_token``, ``azure_storage_account_key`` …). A
 redacted value that is set shows as ``<redacted>``; an unset one stays ``null``, so an operator
 can still see whether the token reached the pod.
+
+A deprecated key (``shared.config_deprecated``) is listed with its replacement, and the value
+it set is shown under the new key with the old key's source, so the output is already the
+renamed config.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from pydantic import BaseModel
 
 # The loader's own environment parsing, so "env" is attributed exactly as the loader applied it.
 from shared.config import SinkConfig, _env_overrides, load_config
+from shared.config_deprecated import DEPRECATED_KEYS, deprecations
 from shared.config_file import read_config_file
 
 __all__ = ["Checked", "check_config", "render_yaml", "render_json", "REDACTED", "secret_paths"]
@@ -131,6 +136,8 @@ class Checked:
     """Leaves a properties file set: the properties key that set them."""
     warnings: list[str] = dc_field(default_factory=list)
     """Properties keys accepted but ignored, with the reason."""
+    deprecated: list[str] = dc_field(default_factory=list)
+    """Deprecated keys the config uses, each with what replaces it."""
 
 
 def check_config(path: str | Path, environ: Mapping[str, str] | None = None) -> Checked:
@@ -151,7 +158,13 @@ def check_config(path: str | Path, environ: Mapping[str, str] | None = None) -> 
         else:
             sources[leaf] = "default"
     origins = {leaf: key for leaf, key in file.origins.items() if sources.get(leaf) == "file"}
-    return Checked(config, _redact(dumped), sources, origins, list(file.warnings))
+    for old, (new, _) in DEPRECATED_KEYS.items():  # the old key set the new one's value
+        old_path, new_path = tuple(old.split(".")), tuple(new.split("."))
+        for data, source in ((env_data, "env"), (file_data, "file")):
+            if sources.get(new_path) == "default" and _has(data, old_path):
+                sources[new_path] = source
+    return Checked(config, _redact(dumped), sources, origins, list(file.warnings),
+                   deprecations(config))
 
 
 def _key(text: str) -> str:
@@ -165,6 +178,7 @@ def render_yaml(checked: Checked, origin: str) -> str:
     lines = [f"# hudi-sink config check: {origin} is valid. Secrets are redacted; after each",
              "# value: where it came from (file, env, default)."]
     lines += [f"# ignored: {warning}" for warning in checked.warnings]
+    lines += [f"# deprecated: {note}" for note in checked.deprecated]
 
     def walk(node: Mapping[str, Any], path: KeyPath, depth: int) -> None:
         for key, value in node.items():
@@ -191,7 +205,7 @@ def render_yaml(checked: Checked, origin: str) -> str:
 
 def render_json(checked: Checked) -> str:
     """Machine-readable form: ``{"valid", "config", "sources", "properties_keys", "ignored",
-    …}`` (sources and properties keys by dotted path)."""
+    "deprecated", …}`` (sources and properties keys by dotted path)."""
     config = checked.config
     return json.dumps({
         "valid": True,
@@ -199,6 +213,7 @@ def render_json(checked: Checked) -> str:
         "sources": {".".join(path): source for path, source in checked.sources.items()},
         "properties_keys": {".".join(path): key for path, key in checked.origins.items()},
         "ignored": checked.warnings,
+        "deprecated": checked.deprecated,
         "topics": [config.control_topic, config.dlq_topic, config.deletion_topic,
                    config.deletion_retry_topic, config.deletion_dlq_topic],
         "groups": [config.participants_group, config.coordinator_group, config.deleter_group],

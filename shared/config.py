@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from shared.avro_ddl import SOURCES, resolve_schema_source
+from shared.config_deprecated import deprecations
 from shared.config_file import read_config_file
 from shared.config_maintenance import MaintenanceConfig
 from shared.config_sections import AvroConfig, ServiceConfig
@@ -143,17 +144,30 @@ class TransactionConfig(_Section):
     interval_ms: int = Field(60000, ge=100)
     write_status_timeout_ms: int = Field(300000, ge=1000)
     flush_records: int = Field(100000, ge=1)
-    flush_bytes: int = Field(24 * 1024 * 1024, ge=1024)
+    flush_bytes: int | None = Field(None, ge=1024, exclude=True)
+    """Deprecated (``shared.config_deprecated``): read as ``buffer_bytes``; left out of dumps.
+    Declared first so that a bad value's error names this key, the one the user wrote."""
+    buffer_bytes: int = Field(24 * 1024 * 1024, ge=1024)
     """A partition's buffer is flushed at ``flush_records`` rows or this many bytes of record
-    values, whichever comes first: what a participant holds (and what one Spark job gets)
-    stays bounded whatever the record size. 24 MiB and not 32: on the bench (1 KB records,
-    4 partitions, one participant) the Python side's peak went from ~640 to ~570 MB and the
-    participant's from 2,000-2,080 to 1,830-1,870 MB, throughput within the run-to-run spread."""
+    values, whichever comes first: what a participant holds stays bounded whatever the record
+    size. 24 MiB and not 32: on the bench (1 KB records, 4 partitions, one participant) the
+    Python side's peak went from ~640 to ~570 MB and the participant's from 2,000-2,080 to
+    1,830-1,870 MB, throughput within the run-to-run spread."""
     resend_interval_ms: int = Field(2000, ge=100)
     """How often lost control messages are healed (re-announce / re-send)."""
     allow_empty_commit: bool = True
     """False: an instant in which nothing arrived is rolled back instead of committed (seed
     ``hoodie.allow.empty.commit``); offsets only move when records arrived, so none is lost."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_flush_bytes(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or data.get("flush_bytes") is None:
+            return data
+        if data.get("buffer_bytes") is not None:
+            raise ValueError("transaction.flush_bytes is the old name of transaction.buffer_bytes;"
+                             " set only buffer_bytes (and spark.job_bytes for the Spark job bound)")
+        return {**data, "buffer_bytes": data["flush_bytes"]}
 
 
 class ErrorsConfig(_Section):
@@ -195,6 +209,10 @@ class SparkConfig(_Section):
 
     master: str = "local[2]"
     conf: dict[str, str] = Field(default_factory=dict)
+    job_bytes: int | None = Field(None, ge=1024)
+    """At most this much Arrow data in one Spark job: flushes of one instant that wait for a
+    slot share a job up to this size (a single larger flush still gets its own). Unset: the
+    same as ``transaction.buffer_bytes``, the bound both had when one key set them."""
     job_timeout_ms: int = Field(180000, ge=1000)
     """A Spark job (one or several flushes, with their uploads to an object store) that has
     not returned after this long means a driver that stopped answering (a heap-exhausted JVM
@@ -258,6 +276,11 @@ class SinkConfig(_Section):
     participants_group: ClassVar[_DerivedName] = _DerivedName("participants")
     coordinator_group: ClassVar[_DerivedName] = _DerivedName("coordinator")
     deleter_group: ClassVar[_DerivedName] = _DerivedName("deleter")
+
+    @property
+    def spark_job_bytes(self) -> int:
+        """``spark.job_bytes``, or ``transaction.buffer_bytes`` when that is unset."""
+        return self.spark.job_bytes or self.transaction.buffer_bytes
 
 
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -348,6 +371,8 @@ def config_from_mapping(
         config = config.model_copy(update={"table": config.table.model_copy(update={"schema_ddl": ddl})})
     # The schema must parse and hold the key fields; checked here so it fails at start.
     config.table.table_schema()
+    for note in deprecations(config):
+        log.warning("%s", note)
     return config
 
 

@@ -1,8 +1,8 @@
 """Latency under a steady rate: what a user sees once the sink has caught up.
 
 A backlog run measures throughput, but its commit latencies mostly measure how much was
-buffered when each END_COMMIT came (up to ``flush_bytes`` per partition), not how quickly a
-record becomes visible in normal operation. So once the first sink run has committed the
+buffered when each END_COMMIT came (up to ``transaction.buffer_bytes`` per partition), not how
+quickly a record becomes visible in normal operation. So once the first sink run has committed the
 whole backlog, the bench keeps its processes running and produces into a second topic at a
 fixed rate well below the sink's throughput, then reports:
 

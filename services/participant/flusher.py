@@ -63,7 +63,7 @@ class Flusher:
         self._writer_nonce = writer_nonce
         self._clock = clock
         self._jobs = SparkJobs(writer, MAX_CONCURRENT_FLUSHES,
-                               max_job_bytes=config.transaction.flush_bytes,
+                               max_job_bytes=config.spark_job_bytes,
                                job_timeout_s=config.spark.job_timeout_ms / 1000)
         self._flush_seq = 0
         """Flushes started by this process (fault injection counts them from 1)."""

@@ -99,7 +99,7 @@ class ParticipantService(ServiceShell[ParticipantClients]):
                                   connect_envelope=self.config.kafka.value_format == "connect_json",
                                   value_parser=self._avro.parse if self._avro else None),
             flush_records=self.config.transaction.flush_records,
-            flush_bytes=self.config.transaction.flush_bytes,
+            buffer_bytes=self.config.transaction.buffer_bytes,
             fail_on_error=self.config.errors.tolerance == "fail",
             clock=self._clock,
         )

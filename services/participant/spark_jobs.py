@@ -2,7 +2,7 @@
 
 Why: every Spark job pays a fixed cost whatever its size (planning, serialising the rows into
 the task, the output committer: about 0.25 s of an idle 2-core machine, several times that
-under load), and with ``transaction.flush_bytes`` bounding a flush, 1 KB records make flushes
+under load), and with ``transaction.buffer_bytes`` bounding a flush, 1 KB records make flushes
 of ~32k rows, where that fixed cost is as large as the writing itself. When flushes of
 several partitions wait for a slot, one job now writes them all: their tables are
 concatenated with their ``__hs_part`` indices shifted apart, so every planned file is still

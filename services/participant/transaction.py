@@ -59,7 +59,7 @@ class TransactionParticipant:
     decoder: RecordDecoder
     flush_records: int
     fail_on_error: bool
-    flush_bytes: int = 24 << 20
+    buffer_bytes: int = 24 << 20
     """A flush starts at ``flush_records`` rows or this many value bytes, whichever is first."""
     clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
     """Monotonic seconds for ``last_signal_at`` (the service's clock, injectable in tests)."""
@@ -122,7 +122,7 @@ class TransactionParticipant:
 
     def should_flush(self) -> bool:
         return self.accepting and (len(self.rows) >= self.flush_records
-                                   or self.buffered_bytes >= self.flush_bytes)
+                                   or self.buffered_bytes >= self.buffer_bytes)
 
     @property
     def accepting(self) -> bool:

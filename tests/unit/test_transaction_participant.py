@@ -519,11 +519,11 @@ def test_lag_uses_the_high_watermark_and_the_table_offset() -> None:
     assert p.lag() == 59
 
 
-def test_a_flush_is_due_at_flush_bytes_of_values_before_flush_records_rows() -> None:
-    """Large records: the byte bound decides, so a buffer (and one Spark job) stays bounded
-    whatever the record size; tombstones and dead letters hold no row and count nothing."""
+def test_a_flush_is_due_at_buffer_bytes_of_values_before_flush_records_rows() -> None:
+    """Large records: the byte bound decides, so a buffer stays bounded whatever the record
+    size; tombstones and dead letters hold no row and count nothing."""
     p = TransactionParticipant(topic="orders", partition=3, decoder=RecordDecoder(SCHEMA, 1 << 20),
-                               flush_records=1000, fail_on_error=False, flush_bytes=200)
+                               flush_records=1000, fail_on_error=False, buffer_bytes=200)
     p.begin(T1, 1, 0)
     p.accept([good(0), tombstone(1), bad(2)] + [good(n) for n in range(3, 6)])
     assert len(p.rows) == 4 and p.buffered_bytes == sum(len(good(n).value or b"") for n in (0, 3, 4, 5))
