@@ -38,11 +38,6 @@ if TYPE_CHECKING:
 HUDI_SINK = str(Path(sys.executable).with_name("hudi-sink"))
 
 
-wait_until = eventually
-"""The old name of ``eventually.eventually``, kept only for test files still being changed
-elsewhere; new code imports ``eventually``."""
-
-
 def metric_samples(service: Service, name: str) -> dict[str, float]:
     """Every sample of one Prometheus metric of ``service``, keyed by its label text
     (``partition="0",topic="t"``; ``""`` without labels): what an alert rule would see."""

@@ -17,7 +17,8 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as KafkaTopicPartition
-from pipeline import Pipeline, wait_until
+from eventually import eventually
+from pipeline import Pipeline
 
 from shared.broker import EmbeddedBroker
 
@@ -78,7 +79,7 @@ def test_bad_records_go_to_the_dlq_and_hostile_partitions_stay_inside(
     total = 5_000 + len(bad) + len(hostile)
     try:
         pipeline.start_ready("coordinator", "participant")
-        wait_until(lambda: sum(pipeline.latest_offsets().values()) == total, 240,
+        eventually(lambda: sum(pipeline.latest_offsets().values()) == total, 240,
                    f"offsets covering all {total} records", every_s=1)
 
         [table] = pipeline.read_agreed()  # hostile partition values read alike by Hudi's reader
@@ -131,7 +132,7 @@ def test_tolerance_fail_stops_the_partition_at_the_bad_record(
     pipeline.produce(400)  # p0 offsets 101..200, others 100..199
     try:
         _, participant = pipeline.start_ready("coordinator", "participant")
-        wait_until(lambda: pipeline.latest_offsets() == {0: 100, 1: 200, 2: 200, 3: 200}, 240,
+        eventually(lambda: pipeline.latest_offsets() == {0: 100, 1: 200, 2: 200, 3: 200}, 240,
                    "partitions 1-3 complete, partition 0 stopped at its bad record", every_s=1)
         latest = pipeline.commit_metadata(pipeline.completed_commits()[-1])
         assert "offset 100" in latest["extraMetadata"]["hudi.sink.failed.partitions"]
@@ -141,7 +142,7 @@ def test_tolerance_fail_stops_the_partition_at_the_bad_record(
             views = httpx.get(f"{participant.url}/partitions", timeout=5).json()
             return any(v["partition"] == 0 and v["failed"] for v in views)
 
-        wait_until(failed_view, 30, "partition 0 shown as failed in /partitions", every_s=0.2)
+        eventually(failed_view, 30, "partition 0 shown as failed in /partitions", every_s=0.2)
         metrics = httpx.get(f"{participant.url}/metrics", timeout=5).text
         assert f'hudi_sink_partition_failed{{partition="0",topic="{pipeline.topic}"}} 1.0' in metrics
         pipeline.wait_commits(2)  # more transactions: still stopped there, nothing lost or skipped

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from pipeline import Pipeline, Service, wait_until
+from eventually import eventually
+from pipeline import Pipeline, Service
 
 from shared.broker import EmbeddedBroker
 
@@ -68,10 +69,10 @@ def test_participants_join_and_leave_without_aborts(
     try:
         coordinator, first = pipeline.start_ready("coordinator", "participant")
         producer = pipeline.produce_in_background(12_000, rate=400)
-        wait_until(lambda: sum(pipeline.latest_offsets().values()) > 1_000, 120, "first data")
+        eventually(lambda: sum(pipeline.latest_offsets().values()) > 1_000, 120, "first data")
         second = pipeline.start("participant")  # scale out while data flows
         pipeline.wait_ready(second, timeout_s=180)
-        wait_until(lambda: httpx.get(f"{second.url}/partitions").json(), 60,
+        eventually(lambda: httpx.get(f"{second.url}/partitions").json(), 60,
                    "partitions on the new participant")
         pipeline.wait_commits(2)  # transactions with both participants answering
         pipeline.kill(first, signal.SIGTERM)  # scale in cleanly
@@ -120,7 +121,7 @@ def test_standby_takes_over_and_a_zombie_leader_cannot_commit(
                      httpx.get(f"{s.url}/transactions/current").json()["role"] == "leader"]
             return found[0] if len(found) == 1 else None  # type: ignore[return-value]
 
-        first = wait_until(leader, 60, "one leader")
+        first = eventually(leader, 60, "one leader")
         pipeline.produce(4_000)
         pipeline.wait_offsets(1_000, timeout_s=180)
 
@@ -130,7 +131,7 @@ def test_standby_takes_over_and_a_zombie_leader_cannot_commit(
         frozen_at = time.monotonic()
         standby = next(s for s in coordinators if s is not first)
         epoch_before = httpx.get(f"{standby.url}/transactions/current").json()["epoch"]
-        wait_until(lambda: httpx.get(f"{standby.url}/transactions/current").json()["role"] == "leader",
+        eventually(lambda: httpx.get(f"{standby.url}/transactions/current").json()["role"] == "leader",
                    6 + 10 + 5, "the standby to lead", every_s=0.2)
         assert time.monotonic() - frozen_at < 6 + 10 + 5
         new_epoch = httpx.get(f"{standby.url}/transactions/current").json()["epoch"]
@@ -146,7 +147,7 @@ def test_standby_takes_over_and_a_zombie_leader_cannot_commit(
 
         pipeline.wait_offsets(2_000, timeout_s=240)
         zombie_words = ("fenced", "lost leadership", "was claimed while")
-        wait_until(lambda: any(word in first.log_path.read_text() for word in zombie_words), 60,
+        eventually(lambda: any(word in first.log_path.read_text() for word in zombie_words), 60,
                    "the zombie to notice it no longer leads")
         pipeline.wait_commits(1)  # the table moves on after the zombie acted on what it had
         _assert_exactly(pipeline, 8_000)
@@ -176,7 +177,7 @@ def test_zombie_participant_cannot_get_a_file_into_the_table(
         pipeline.wait_holding_staged_files(zombie)
         zombie.process.send_signal(signal.SIGSTOP)
         # Past its 6 s session: its partitions move to the survivor, whose statuses win.
-        wait_until(lambda: len(httpx.get(f"{survivor.url}/partitions").json()) == 4, 60,
+        eventually(lambda: len(httpx.get(f"{survivor.url}/partitions").json()) == 4, 60,
                    "the survivor to own all partitions")
         pipeline.wait_commits(1)  # a transaction without the zombie
         zombie.process.send_signal(signal.SIGCONT)  # late flushes and statuses
@@ -204,7 +205,7 @@ def test_write_status_timeout_aborts_then_restarts_from_committed_offsets(
         pipeline.wait_offsets(500, timeout_s=120)
         participant.process.send_signal(signal.SIGSTOP)
         pipeline.produce(2_000)
-        wait_until(lambda: any(h.get("reason") == "write status timeout"
+        eventually(lambda: any(h.get("reason") == "write status timeout"
                                for h in pipeline.aborted_transactions(coordinator)),
                    60, "an abort by write-status timeout", every_s=0.5)
         assert _aborts_metric(coordinator) >= 1
@@ -232,14 +233,14 @@ def test_partitions_moving_away_and_back_within_one_instant_lose_nothing(
         instant = httpx.get(f"{coordinator.url}/transactions/current").json()["commit_time"]
         second = pipeline.start("participant")
         pipeline.wait_ready(second, timeout_s=180)
-        wait_until(lambda: any(v["state"] != "waiting" for v in
+        eventually(lambda: any(v["state"] != "waiting" for v in
                                httpx.get(f"{second.url}/partitions").json()), 60,
                    "the second participant writing its partitions")
         pipeline.kill(second, signal.SIGTERM)  # its partitions go back to the first
-        wait_until(lambda: len(httpx.get(f"{first.url}/partitions").json()) == 4, 60,
+        eventually(lambda: len(httpx.get(f"{first.url}/partitions").json()) == 4, 60,
                    "all partitions back on the first participant")
         pipeline.produce(2_000)
-        wait_until(lambda: all(v["state"] == "writing" and v["last_written_offset"] == 999
+        eventually(lambda: all(v["state"] == "writing" and v["last_written_offset"] == 999
                                for v in httpx.get(f"{first.url}/partitions").json()), 120,
                    "every record buffered or flushed in the open instant")
         assert httpx.get(f"{coordinator.url}/transactions/current").json()["commit_time"] == instant
@@ -264,7 +265,7 @@ def test_sigterm_while_spark_starts_exits_without_waiting_for_it(
     pipeline.produce(10)  # the data topic must exist before the participant starts Spark
     with pipeline:
         participant = pipeline.start("participant")
-        wait_until(lambda: "starting SparkSession" in httpx.get(f"{participant.url}/ready",
+        eventually(lambda: "starting SparkSession" in httpx.get(f"{participant.url}/ready",
                                                                   timeout=2).text,
                    120, "the participant starting its SparkSession", every_s=0.1)
         asked = time.monotonic()

@@ -19,7 +19,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
-from pipeline import Pipeline, wait_until
+from eventually import eventually
+from pipeline import Pipeline
 
 from shared.broker import EmbeddedBroker
 from shared.java_properties import parse_properties
@@ -127,7 +128,7 @@ def test_seed_properties_file_with_env_overrides_lands_an_exactly_once_zstd_tabl
 
         # hoodie.allow.empty.commit=true: nothing more arrives, commits go on (empty ones).
         before = len(pipeline.completed_commits())
-        wait_until(lambda: len(pipeline.completed_commits()) >= before + 2, 60, "two empty commits")
+        eventually(lambda: len(pipeline.completed_commits()) >= before + 2, 60, "two empty commits")
         assert pipeline.committed_records() == RECORDS
 
         # tasks.max is accepted with its reason; the services said so at start.
