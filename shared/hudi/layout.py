@@ -36,6 +36,7 @@ __all__ = [
     "SINK_CLEAN_DIR",
     "SINK_PROBE_DIR",
     "HUDI_ARCHIVE_FOLDER",
+    "V8_TIMELINE_DIR",
     "REPLACE_REQUESTED_SUFFIX",
     "REPLACE_INFLIGHT_SUFFIX",
     "REPLACE_SUFFIX",
@@ -78,6 +79,9 @@ DELETER_REPLAY_FILE = f"{DELETER_STATE_DIR}/dlq-replayed.json"
 HUDI_ARCHIVE_FOLDER = "archived"
 """Java Hudi's archive folder inside ``.hoodie`` (``hoodie.archivelog.folder``); the sink
 never writes there."""
+V8_TIMELINE_DIR = f"{METAFOLDER}/timeline"
+"""Where Hudi table version 8 keeps its timeline; the sink writes and reads version 6 (timeline
+files directly in ``.hoodie``), so a table that has this directory is another format."""
 
 COMMIT_ACTION = "commit"
 # Commit-action timeline files of layout 1 (docs/design.md §3.8, facts 1 and 5):
