@@ -4,8 +4,9 @@ Done with pyarrow in the coordinator (no SparkSession there): each group's files
 through the table's ``FileSystem`` and written, in order, as one new base file (new file id,
 the clustering instant ``C`` in its name) into ``.hoodie/.temp/<C>/`` — invisible to
 readers. Memory stays within ``budget_bytes`` of Arrow data whatever the group's size: the
-files are read in batches (ranged reads on an object store), written out a row group at a
-time into a local scratch file, which is then uploaded (streamed) to its staged path.
+files are read in batches sized by the decoded bytes of their rows (ranged reads on an object
+store), written out a row group at a time into a local scratch file (:mod:`.scratch`), which
+is then uploaded (streamed) to its staged path.
 Meta columns are preserved (``_hoodie_commit_time`` and ``_hoodie_commit_seqno`` keep
 the instant that wrote each row, as Hudi's clustering does) except ``_hoodie_file_name``, which
 names the new file. The decision goes through the sink log like a commit
@@ -17,8 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from services.coordinator.committer import TableCommitter
 from services.coordinator.maintenance.plan import BaseFile
+from services.coordinator.maintenance.scratch import remove_abandoned, scratch_dir
 from shared.errors import TableFormatError
 from shared.fs import FileSystem
 from shared.hudi import layout
@@ -44,6 +45,8 @@ BUDGET_BYTES = 64 * 1024 * 1024
 """Arrow data one rewrite holds at most: batches of a quarter of it are read, and written
 out as a row group once half of it is pending."""
 _READ_BUFFER = 1024 * 1024
+PROBE_ROWS = 1024
+"""Rows read first from a file, to measure what a row takes once decoded."""
 
 
 def rewrite_group(timeline: ReplaceTimeline, instant: str, files: list[BaseFile],
@@ -57,7 +60,8 @@ def rewrite_group(timeline: ReplaceTimeline, instant: str, files: list[BaseFile]
     final = f"{partition}/{name}" if partition else name
     staged = f"{layout.staging_dir(instant)}/{final}"
     sources = [f"{table.base_path}/{f.path}" for f in files]
-    with tempfile.TemporaryDirectory(prefix="hudi-sink-cluster-") as scratch:
+    remove_abandoned()  # a killed pass's scratch file would stay on the disk for good
+    with scratch_dir() as scratch:
         local = os.path.join(scratch, name)
         rows = _merge(table.fs, sources, name, local, codec, budget_bytes)
         size = os.path.getsize(local)
@@ -82,32 +86,61 @@ def _merge(fs: FileSystem, sources: list[str], name: str, local: str, codec: str
     if schema.get_field_index(FILE_NAME_COLUMN) < 0:
         raise TableFormatError(f"{sources[0]} has no {FILE_NAME_COLUMN} column")
     pending: list[pa.Table] = []
-    rows = 0
+    pending_bytes = rows = 0
     with pq.ParquetWriter(local, schema, compression=None if codec == "none" else codec,
                           coerce_timestamps="us", allow_truncated_timestamps=False) as writer:
         for source in sources:
             with fs.open_read(source) as handle:
                 parquet = pq.ParquetFile(handle, buffer_size=_READ_BUFFER)
-                for batch in parquet.iter_batches(batch_size=_batch_rows(parquet, budget_bytes // 4),
-                                                  use_threads=False):
-                    pending.append(_aligned(batch, schema, name))
-                    rows += batch.num_rows
-                    if sum(t.nbytes for t in pending) >= budget_bytes // 2:
+                for table in _batches(parquet, lambda b: _aligned(b, schema, name), budget_bytes // 4):
+                    pending.append(table)
+                    pending_bytes += table.nbytes
+                    rows += table.num_rows
+                    if pending_bytes >= budget_bytes // 2:
                         writer.write_table(pa.concat_tables(pending))
-                        pending = []
+                        pending, pending_bytes = [], 0
         if pending or rows == 0:
             writer.write_table(pa.concat_tables(pending) if pending else schema.empty_table())
     return rows
 
 
-def _batch_rows(parquet: pq.ParquetFile, target_bytes: int) -> int:
-    """Rows per batch so one batch holds about ``target_bytes`` (from the file's
-    uncompressed row-group sizes)."""
-    metadata = parquet.metadata
-    if metadata.num_rows == 0:
-        return 1
-    total = sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
-    return max(1, target_bytes * metadata.num_rows // max(1, total))
+def _batches(parquet: pq.ParquetFile, align: Callable[[pa.RecordBatch], pa.Table],
+             target_bytes: int) -> Iterator[pa.Table]:
+    """Every row of ``parquet``, aligned, in batches of about ``target_bytes`` of Arrow data.
+
+    Sized by what rows measure once decoded, never by the file's metadata: its sizes are of
+    the encoded data, and a low-cardinality column stored as a dictionary (a few bytes a row
+    on disk) decodes to each row's whole value — hundreds of times more. The first
+    :data:`PROBE_ROWS` rows measure a row; each batch refines the measure (the widest row
+    size seen), and when it says the batch size is off by more than half, the row group is
+    read again at the new size from where it was (the rows before are skipped, re-decoded a
+    small batch at a time)."""
+    row_bytes = 0.0
+    for group in range(parquet.metadata.num_row_groups):
+        done = 0
+        size = _rows_for(row_bytes, target_bytes)
+        while done < parquet.metadata.row_group(group).num_rows:
+            skip = done
+            for batch in parquet.iter_batches(batch_size=size, row_groups=[group], use_threads=False):
+                if skip >= batch.num_rows:
+                    skip -= batch.num_rows
+                    continue
+                table = align(batch.slice(skip) if skip else batch)
+                skip = 0
+                done += table.num_rows
+                row_bytes = max(row_bytes, table.nbytes / max(1, table.num_rows))
+                yield table
+                wanted = _rows_for(row_bytes, target_bytes)
+                if wanted < size // 2 or wanted > size * 2:
+                    size = wanted
+                    break  # read on at the new size
+            else:
+                break
+
+
+def _rows_for(row_bytes: float, target_bytes: int) -> int:
+    """Rows in a batch of ``target_bytes`` (:data:`PROBE_ROWS` until a row was measured)."""
+    return PROBE_ROWS if row_bytes == 0 else max(1, int(target_bytes // row_bytes))
 
 
 def _aligned(batch: pa.RecordBatch, schema: pa.Schema, name: str) -> pa.Table:
