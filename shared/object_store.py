@@ -25,7 +25,8 @@ credentials. How the interface maps onto object-store requests:
   unique to its writer (file ids are fresh UUIDs). S3's COPY refuses a source over 5 GiB
   (``COPY_LIMIT``) and ``object_store`` offers no UploadPartCopy, so a larger object is copied
   by streaming its GET into a multipart PUT (the bytes pass through this process, a few parts
-  in memory at a time; the target appears whole when the upload completes, or not at all);
+  in memory at a time; the target appears whole when the upload completes, or not at all; a
+  GET that ended early completes a short upload, deleted again before the StorageError);
 - ``open_read`` -> ranged GETs; ``write_file`` -> a multipart PUT streamed from the file;
 - ``list_dir`` -> LIST with delimiter ``/``; ``walk_files`` -> LIST of the prefix;
 - ``delete`` -> HEAD + DELETE (the HEAD tells "already gone"); ``delete_tree`` -> LIST +
@@ -288,8 +289,13 @@ class ObjectStoreFileSystem:
         asyncio.run(copy())
         copied = self._head(target)
         if copied is None or int(copied["size"]) != size:
+            if copied is not None:
+                # The GET ended early without an error. Left there, the wrong-size target
+                # makes every retry of this move fail (FileExistsError: never clobbered);
+                # its name is this move's alone, so removing it lets the retry copy again.
+                obstore.delete(self._store, target)
             raise StorageError(f"copy of {source} to {target}: {copied and copied['size']} "
-                               f"bytes, not {size}")
+                               f"bytes, not {size} (removed; the source stays)")
 
     @_storage_errors
     def delete(self, path: str) -> bool:

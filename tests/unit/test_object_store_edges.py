@@ -4,7 +4,8 @@ server (``s3_server.S3Proxy``), so the code sees them through its real client:
 - a conditional create answered ``409 ConditionalRequestConflict`` (another conditional write
   of the key in flight) is retried and decided by the key's content, never read as fenced;
 - a create whose reply was lost after it landed reads 412 on its retry: decided by content;
-- CopyObject refuses a source over 5 GiB: a rename of a larger object copies it in parts;
+- CopyObject refuses a source over 5 GiB: a rename of a larger object copies it in parts; a
+  copy that comes out the wrong size is deleted, so a retry copies again;
 - ``table.base_path`` with an empty segment (``a//b``, a trailing ``/``) is refused, naming
   the key and the spelling to use, and services exit 2.
 """
@@ -188,6 +189,36 @@ def test_a_copy_in_parts_that_fails_leaves_no_target_and_is_retried(
         with pytest.raises(StorageError):
             fs.rename(f"{base}/src", f"{base}/dst")
         assert moto_s3.keys(s3_bucket) == ["t/src"] and not refusals
+        fs.rename(f"{base}/src", f"{base}/dst")
+        assert moto_s3.keys(s3_bucket) == ["t/dst"] and fs.read_bytes(f"{base}/dst") == data
+    finally:
+        proxy.stop()
+
+
+def test_a_copy_in_parts_that_comes_out_short_is_removed_and_retried(
+        moto_s3: MotoS3, s3_bucket: str) -> None:
+    """The GET of the source ends early without an error (a proxy cutting the body, with a
+    Content-Length to match): the upload completes, short. The wrong-size target is deleted
+    (its name is this move's alone), so the retried rename copies again; the old code left
+    it, and every retry met it as FileExistsError, which blocked the roll-forward for good."""
+    cuts = [True]
+
+    def intercept(request: ProxiedRequest) -> Reply | None:
+        if request.method != "GET" or not request.path.split("?")[0].endswith("/src") or not cuts:
+            return None
+        cuts.pop()
+        status, headers, body = request.forward()
+        return status, [(k, v) for k, v in headers if k.lower() != "content-length"], body[:len(body) // 2]
+
+    proxy = S3Proxy(moto_s3.endpoint, intercept).start()
+    try:
+        base = f"s3://{s3_bucket}/t"
+        fs = ObjectStoreFileSystem(base, moto_s3.storage_options(proxy.endpoint), copy_limit=1 * MiB)
+        data = bytes(range(256)) * (9 * MiB // 256)
+        fs.write_atomic(f"{base}/src", data)
+        with pytest.raises(StorageError, match="not 9437184"):
+            fs.rename(f"{base}/src", f"{base}/dst")
+        assert not cuts and moto_s3.keys(s3_bucket) == ["t/src"]  # the old code: t/dst too
         fs.rename(f"{base}/src", f"{base}/dst")
         assert moto_s3.keys(s3_bucket) == ["t/dst"] and fs.read_bytes(f"{base}/dst") == data
     finally:
