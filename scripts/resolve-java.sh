@@ -17,6 +17,9 @@
 #
 # Needs Maven 3.8+ (mvn) and Java 17 the first time; later runs only check the jars.
 # HUDI_SINK_MAVEN_REPO overrides the Maven repository (default ~/.m2/repository).
+# HUDI_SINK_JAVA_DIRS (space-separated directories, default tests/java/*) names other poms to
+# resolve the same way: `hudi-sink bench --anchors` resolves bench/java/* one at a time with it,
+# so a connector Maven cannot fetch costs only that anchor and never the tests' Kafka.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="${HUDI_SINK_MAVEN_REPO:-$HOME/.m2/repository}"
@@ -80,8 +83,10 @@ verify() {
 
 mkdir -p .tools/java
 shopt -s nullglob
-for pom in tests/java/*/pom.xml; do
-  dir=$(dirname "$pom")
+for dir in ${HUDI_SINK_JAVA_DIRS:-tests/java/*}; do
+  dir=${dir%/}
+  pom=$dir/pom.xml
+  [ -f "$pom" ] || continue
   name=$(basename "$dir")
   classpath=.tools/java/$name.classpath
   lock=$dir/artifacts.sha256

@@ -86,6 +86,8 @@ def _produce(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    if args.stages and args.anchors:
+        raise _usage("bench: --anchors runs with the end-to-end bench, not with --stages")
     if args.stages:
         from services.bench.stages import run_stages
 
@@ -108,7 +110,7 @@ def _bench(args: argparse.Namespace) -> int:
         participants=participants, interval_ms=args.interval_ms,
         flush_records=args.flush_records, spark_conf=conf,
         work_dir=Path(args.work_dir) if args.work_dir else None, keep=args.keep,
-        steady_rps=args.steady_rps, steady_seconds=args.steady_seconds))
+        steady_rps=args.steady_rps, steady_seconds=args.steady_seconds, anchors=args.anchors))
 
 
 def _usage(message: str) -> SystemExit:
@@ -208,6 +210,9 @@ def _add_bench(sub: Any) -> None:
     bench.add_argument("--keep", action="store_true", help="keep tables and logs")
     bench.add_argument("--stages", action="store_true",
                        help="per-stage micro-benchmarks (decode, Arrow build, Spark flush, commit)")
+    bench.add_argument("--anchors", action="store_true",
+                       help="run on Apache Kafka and measure Apache Iceberg's and Apache Hudi's Kafka "
+                            "Connect sinks beside the sink (needs a source checkout, Maven, Java 17)")
     bench.set_defaults(func=_bench)
 
 

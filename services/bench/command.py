@@ -6,8 +6,11 @@ machine in the same conditions.
 2. Consume only (aiokafka), then consume + decode + pyarrow Parquet (no Spark).
 3. The sink end to end for each participant count (fresh table, sink name and groups; the
    same topic), see :mod:`.sink_run`.
-4. FILE.json (``consume_only_rps``, ``arrow_baseline_rps``, ``sink_rps_<P>``, commit latency
-   p50/p99, ``participant_peak_rss_mb``, machine facts, targets) and a markdown table.
+4. With ``--anchors``: everything above on Apache Kafka instead (:mod:`.brokers`), then
+   Apache Iceberg's and Apache Hudi's Kafka Connect sinks on the same records (:mod:`.anchors`).
+5. FILE.json (``consume_only_rps``, ``arrow_baseline_rps``, ``sink_rps_<P>``, commit latency
+   p50/p99, ``participant_peak_rss_mb``, machine facts, targets, ``anchors``) and a markdown
+   table.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ from typing import Any
 
 import orjson
 
+from services.bench.anchors import ANCHORS, AnchorSetup, run_anchors
 from services.bench.baselines import arrow_baseline, consume_only
+from services.bench.brokers import bench_broker
 from services.bench.data import BENCH_SCHEMA, produce
 from services.bench.report import (
     machine_facts,
@@ -36,7 +41,6 @@ from services.bench.report import (
 )
 from services.bench.sink_run import SinkResult, SinkRun
 from services.bench.steady import SteadyLoad
-from shared.broker import EmbeddedBroker
 from shared.schema import TableSchema
 
 __all__ = ["BenchOptions", "run_bench"]
@@ -63,6 +67,8 @@ class BenchOptions:
     steady_rps: int = 5000
     steady_seconds: float = 30
     """The steady-rate phase after the first sink run's backlog (0 seconds: none)."""
+    anchors: bool = False
+    """Run on Apache Kafka and measure Iceberg's and Hudi's Kafka Connect sinks beside ours."""
 
     @property
     def steady(self) -> SteadyLoad | None:
@@ -85,7 +91,8 @@ async def _measure(opts: BenchOptions, work: Path) -> dict[str, Any]:
                      "steady_seconds": opts.steady_seconds if opts.steady else None},
         "machine": machine_facts(),
     }
-    with EmbeddedBroker(log_path=work / "broker.log") as broker:
+    async with bench_broker(opts.anchors, work) as broker:
+        result["settings"]["broker"] = broker.name
         topic = "bench-orders"
         produced = await produce(broker.bootstrap, topic, opts.records, opts.record_bytes)
         result["produced"] = {"seconds": round(produced.seconds, 2),
@@ -138,6 +145,9 @@ async def _measure(opts: BenchOptions, work: Path) -> dict[str, Any]:
                 result["steady"] = {"participants": count, **asdict(outcome.steady)}
                 _say(f"steady {outcome.steady.sent_rps:,.0f} records/s: produce -> visible p99 "
                      f"{outcome.steady.visible_p99_s} s")
+        if opts.anchors:
+            result["anchors"] = await _anchors(opts, work, broker.bootstrap, produced.seed,
+                                               broker.unavailable)
     for key in ("sink_rps_1", "sink_rps_2"):
         result.setdefault(key, None)
     _latencies(result, runs)
@@ -147,6 +157,20 @@ async def _measure(opts: BenchOptions, work: Path) -> dict[str, Any]:
     result["machine"]["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     result["targets"] = targets(result)
     return result
+
+
+async def _anchors(opts: BenchOptions, work: Path, bootstrap: str, seed: str,
+                   unavailable: str | None) -> dict[str, dict[str, Any]]:
+    if unavailable is not None:  # Connect needs the real Kafka, not the embedded broker
+        return {a.key: {"title": a.title, "connector": a.connector_class, "error": unavailable}
+                for a in ANCHORS}
+    anchors = await run_anchors(AnchorSetup(
+        bootstrap=bootstrap, work=work, records=opts.records, record_bytes=opts.record_bytes,
+        seed=seed, interval_ms=opts.interval_ms, steady=opts.steady, timeout_s=opts.timeout_s))
+    for key, anchor in anchors.items():
+        _say(f"anchor {key}: " + (f"could not run: {anchor['error']}" if anchor["error"] else
+                                  f"{anchor['rps'] or 0:,} records/s ({anchor['commits']} commits)"))
+    return anchors
 
 
 def _cpu_per_record(outcome: SinkResult, records: int) -> dict[str, float]:

@@ -65,14 +65,19 @@ class Produced:
     end_offsets: dict[int, int]
     """Next offset of each partition after the run (what the last commit must hold)."""
     seconds: float
+    seed: str = ""
+    """The :class:`RecordMaker` seed: the same seed makes the same records again (ids
+    ``<seed>-<n>``), so other sinks can be given exactly what this one got."""
 
 
-async def produce(bootstrap: str, topic: str, records: int, record_bytes: int) -> Produced:
-    """Create ``topic`` with :data:`PARTITIONS` partitions and fill it, round-robin."""
+async def produce(bootstrap: str, topic: str, records: int, record_bytes: int,
+                  seed: str | None = None) -> Produced:
+    """Create ``topic`` with :data:`PARTITIONS` partitions and fill it, round-robin; with
+    the ``seed`` of an earlier run, byte for byte the same records as that run."""
     kafka = KafkaConfig(bootstrap_servers=bootstrap, topics=[topic])
     async with TopicAdmin(kafka) as admin:
         await admin.ensure_topic(topic, PARTITIONS, config_key="bench topic")
-    maker = RecordMaker(record_bytes)
+    maker = RecordMaker(record_bytes, seed)
     options = producer_options(kafka, "hudi-sink-bench")
     options.update(linger_ms=20, max_batch_size=1024 * 1024)
     producer = AIOKafkaProducer(**options)
@@ -92,7 +97,7 @@ async def produce(bootstrap: str, topic: str, records: int, record_bytes: int) -
         await _settle(pending, end)
     finally:
         await producer.stop()
-    return Produced(records, size, end, time.monotonic() - started)
+    return Produced(records, size, end, time.monotonic() - started, maker.run_id)
 
 
 async def _settle(pending: list[Any], end: dict[int, int]) -> None:

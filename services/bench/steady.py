@@ -61,6 +61,9 @@ class SteadySent:
     timestamps: dict[int, list[float]]
     seconds: float
     """How long sending took (the final acknowledgements not included)."""
+    run_id: str = ""
+    """The records' id prefix (``<run_id>-<n>``): record ``n`` went to partition
+    ``n % PARTITIONS`` as that partition's ``n // PARTITIONS``-th record of this run."""
 
     @property
     def records(self) -> int:
@@ -110,7 +113,7 @@ async def produce_steady(bootstrap: str, topic: str, load: SteadyLoad,
     for meta in sorted(metas, key=lambda m: (m.partition, m.offset)):
         offsets.setdefault(meta.partition, []).append(meta.offset)
         stamps.setdefault(meta.partition, []).append(meta.timestamp / 1000)
-    return SteadySent(offsets, stamps, sending)
+    return SteadySent(offsets, stamps, sending, maker.run_id)
 
 
 def visible_latencies(sent: SteadySent, commits: list[tuple[float, dict[int, int]]]) -> list[float]:

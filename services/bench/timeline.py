@@ -30,6 +30,8 @@ class SeenCommit:
     mtime: float
     offsets: dict[str, dict[int, int]]
     """Per topic, per partition: the next offset to consume (``kafka.commit.offsets``)."""
+    files: tuple[str, ...] = ()
+    """The base files the commit wrote, relative to the base path (``partitionToWriteStats``)."""
 
 
 class TimelineWatcher:
@@ -51,11 +53,14 @@ class TimelineWatcher:
             # gone (archived) or not readable yet: the next poll decides
             with contextlib.suppress(OSError, orjson.JSONDecodeError):
                 mtime = path.stat().st_mtime
-                extra = orjson.loads(path.read_bytes()).get("extraMetadata") or {}
+                metadata = orjson.loads(path.read_bytes())
+                extra = metadata.get("extraMetadata") or {}
                 offsets: dict[str, dict[int, int]] = {topic: {} for topic in self._topics}
                 for (topic, partition), offset in offsets_from_metadata(extra, self._topics).items():
                     offsets[topic][partition] = offset
-                self._seen[instant] = SeenCommit(instant, mtime, offsets)
+                files = tuple(stat["path"] for stats in (metadata.get("partitionToWriteStats") or {}).values()
+                              for stat in stats if stat.get("path"))
+                self._seen[instant] = SeenCommit(instant, mtime, offsets, files)
 
     @property
     def commits(self) -> list[SeenCommit]:
