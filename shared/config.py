@@ -23,6 +23,7 @@ from shared.config_maintenance import MaintenanceConfig
 from shared.config_sections import AvroConfig, ServiceConfig
 from shared.errors import ConfigError
 from shared.schema import TableSchema
+from shared.storage import check_base_path
 
 __all__ = [
     "SinkConfig",
@@ -366,6 +367,10 @@ def config_from_mapping(
         config = config.model_copy(
             update={"table": config.table.model_copy(update={"base_path": str(base_path)})}
         )
+    canonical = check_base_path(config.table.base_path)  # no '//'; one trailing '/' dropped
+    if canonical != config.table.base_path:
+        config = config.model_copy(
+            update={"table": config.table.model_copy(update={"base_path": canonical})})
     if config.table.schema_ddl.startswith(SOURCES):  # avsc:FILE or registry:URL, read once
         ddl = resolve_schema_source(config.table.schema_ddl, config.avro, base_dir or Path.cwd())
         config = config.model_copy(update={"table": config.table.model_copy(update={"schema_ddl": ddl})})

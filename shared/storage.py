@@ -2,7 +2,8 @@
 
 ``filesystem_for`` picks local files (a path or ``file://``) or an object store
 (``s3://``; ``gs://``, ``az://``, ``abfs://`` untested) from ``table.base_path``, which must be
-spelled without empty segments (``check_base_path``).
+spelled without empty segments (``check_base_path``, which the config loader runs too: every
+service and ``hudi-sink config check`` see the canonical spelling).
 
 ``check_exclusive_create`` is the start-up probe every service runs on an object-store table:
 the sink log's fence is a create-only PUT (``If-None-Match: *``), and a store that accepts a
@@ -38,32 +39,44 @@ def is_object_store(base_path: str) -> bool:
     return is_object_store_uri(base_path)
 
 
-def check_base_path(base_path: str) -> None:
-    """ConfigError naming ``table.base_path`` when it holds an empty segment (``a//b``, a
-    trailing ``/``). An object store keeps ``a//b`` and ``a/b`` as different keys: the sink
-    writes its keys without empty segments, so a reader (hudi-rs, Spark) or a listing given
-    the path as spelled could look elsewhere and miss files, or find them and call them
-    orphans. Refused with the spelling to use rather than silently rewritten, so every tool
-    pointed at the table names the same location."""
+def check_base_path(base_path: str) -> str:
+    """``base_path`` as the sink spells it; ConfigError naming ``table.base_path`` when it
+    holds an empty segment (``a//b``). An object store keeps ``a//b`` and ``a/b`` as
+    different keys: the sink writes its keys without empty segments, so a reader (hudi-rs,
+    Spark) or a listing given the path as spelled could look elsewhere and miss files, or find
+    them and call them orphans — refused with the spelling to use rather than silently
+    rewritten. One trailing ``/`` is only a spelling (``s3://b/t/`` names the table
+    ``s3://b/t``, as every reader takes it, and configs written so ran before this check):
+    dropped, with a warning once per spelling."""
     scheme, sep, rest = base_path.partition("://")
     head, path = (f"{scheme}{sep}", rest) if sep else ("", base_path)
     in_bucket = is_object_store_uri(base_path)
     if in_bucket:
         bucket, slash, path = rest.partition("/")
         head, path = f"{head}{bucket}", f"{slash}{path}"
-    canonical = _EMPTY_SEGMENTS.sub("/", path)
-    if canonical != "/" or in_bucket:  # a local root stays "/"
-        canonical = canonical.rstrip("/")
-    if canonical != path:
+    root = "" if in_bucket else "/"  # a local root stays "/"
+    trimmed = path[:-1] if path.endswith("/") and path != root else path
+    if "//" in trimmed or (trimmed.endswith("/") and trimmed != root):
+        canonical = _EMPTY_SEGMENTS.sub("/", path)
+        canonical = canonical if canonical == root else canonical.rstrip("/")
         raise ConfigError(
-            f"{base_path!r} has an empty path segment ('//' or a trailing '/'); write "
-            f"{head + canonical!r} (on an object store 'a//b' and 'a/b' are different keys, "
-            "so readers given this spelling would miss the table's files)", "table.base_path")
+            f"{base_path!r} has an empty path segment ('//'); write {head + canonical!r} (on "
+            "an object store 'a//b' and 'a/b' are different keys, so readers given this "
+            "spelling would miss the table's files)", "table.base_path")
+    if trimmed != path and base_path not in _TRIMMED:
+        _TRIMMED.add(base_path)
+        log.warning("table.base_path %r: trailing '/' dropped; the table is %r", base_path,
+                    head + trimmed)
+    return head + trimmed
+
+
+_TRIMMED: set[str] = set()
+"""Spellings already warned about (each once per process)."""
 
 
 def filesystem_for(base_path: str, storage_options: Mapping[str, str] | None = None) -> FileSystem:
     """The FileSystem for a table location (ConfigError naming the key when it cannot be)."""
-    check_base_path(base_path)
+    base_path = check_base_path(base_path)
     if not is_object_store_uri(base_path):
         if storage_options:
             raise ConfigError("only applies to object-store base paths (s3://, gs://, az://)",

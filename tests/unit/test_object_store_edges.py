@@ -6,8 +6,9 @@ server (``s3_server.S3Proxy``), so the code sees them through its real client:
 - a create whose reply was lost after it landed reads 412 on its retry: decided by content;
 - CopyObject refuses a source over 5 GiB: a rename of a larger object copies it in parts; a
   copy that comes out the wrong size is deleted, so a retry copies again;
-- ``table.base_path`` with an empty segment (``a//b``, a trailing ``/``) is refused, naming
-  the key and the spelling to use, and services exit 2.
+- ``table.base_path`` with an empty segment (``a//b``) is refused, naming the key and the
+  spelling to use: services and ``hudi-sink config check`` exit 2; one trailing ``/`` is
+  dropped (warned once), as configs spelled so ran before.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from s3_server import DROP, MotoS3, ProxiedRequest, Reply, S3Proxy, s3_error
 
 from services.cli import main
 from shared import object_store
+from shared.config import load_config
 from shared.errors import ConfigError
 from shared.object_store import COPY_LIMIT, ObjectStoreFileSystem, StorageError
-from shared.storage import filesystem_for
+from shared.storage import check_base_path, filesystem_for
 
 CONFLICT = s3_error(409, "ConditionalRequestConflict", "A conflicting conditional operation is "
                     "currently in progress against this resource. Please try again.")
@@ -233,16 +235,46 @@ def test_the_default_copy_limit_is_s3s_5_gib(moto_s3: MotoS3) -> None:
 @pytest.mark.parametrize(("base_path", "suggested"), [
     ("s3://bucket/warehouse//orders", "s3://bucket/warehouse/orders"),
     ("s3://bucket//orders", "s3://bucket/orders"),
-    ("s3://bucket/warehouse/orders/", "s3://bucket/warehouse/orders"),
-    ("s3://bucket/", "s3://bucket"),
+    ("s3://bucket/warehouse/orders//", "s3://bucket/warehouse/orders"),
+    ("s3://bucket//", "s3://bucket"),
     ("./warehouse//orders", "./warehouse/orders"),
-    ("/data/warehouse/orders/", "/data/warehouse/orders"),
+    ("/data/warehouse/orders//", "/data/warehouse/orders"),
     ("file:///data//orders", "file:///data/orders"),
 ])
 def test_a_base_path_with_an_empty_segment_is_refused(base_path: str, suggested: str) -> None:
     with pytest.raises(ConfigError, match="empty path segment") as caught:
         filesystem_for(base_path)
     assert caught.value.key == "table.base_path" and repr(suggested) in str(caught.value)
+
+
+@pytest.mark.parametrize(("base_path", "canonical"), [
+    ("s3://once/warehouse/orders/", "s3://once/warehouse/orders"),  # spellings of this test
+    ("s3://once/", "s3://once"),                                       # only: warned once per
+    ("/once/warehouse/orders/", "/once/warehouse/orders"),             # process
+    ("file:///once/orders/", "file:///once/orders"),
+    ("/", "/"),
+])
+def test_one_trailing_slash_is_dropped_with_a_warning_once(
+        base_path: str, canonical: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Configs spelled so ran before the check refused them (an upgrade stopped every
+    service): the trailing '/' is only a spelling of the same table."""
+    assert check_base_path(base_path) == canonical == check_base_path(base_path)
+    warned = [r for r in caplog.records if "trailing '/' dropped" in r.getMessage()]
+    assert len(warned) == (base_path != canonical)
+
+
+def test_the_loader_and_config_check_see_the_canonical_base_path(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "sink.yaml"
+    sink = {"name": "slashes", "kafka": {"bootstrap_servers": "127.0.0.1:9", "topics": ["orders"]}}
+    config.write_text(yaml.safe_dump({**sink, "table": {"base_path": "s3://bucket/warehouse/orders/"}}))
+    assert load_config(config, environ={}).table.base_path == "s3://bucket/warehouse/orders"
+    assert main(["config", "check", "--config", str(config)]) == 0
+    assert 'base_path: "s3://bucket/warehouse/orders"  # file' in capsys.readouterr().out
+    config.write_text(yaml.safe_dump({**sink, "table": {"base_path": "s3://bucket/warehouse//orders"}}))
+    assert main(["config", "check", "--config", str(config)]) == 2  # the old code: 0 (valid)
+    error = capsys.readouterr().err
+    assert "table.base_path" in error and "'s3://bucket/warehouse/orders'" in error
 
 
 def test_canonical_base_paths_are_accepted(moto_s3: MotoS3, tmp_path: Path) -> None:
