@@ -277,5 +277,7 @@ async def _watch(worker: ConnectWorker, name: str, table: _Table, seen: Visibili
         await asyncio.sleep(0.1)
 
 
-def _first_lines(trace: str, lines: int = 4) -> str:
-    return " | ".join(line.strip() for line in trace.strip().splitlines()[:lines])
+def _first_lines(trace: str) -> str:
+    """A Java stack trace's message and its causes (``Caused by:``), without the frames."""
+    lines = [line.strip() for line in trace.strip().splitlines()]
+    return " | ".join(lines[:1] + [line for line in lines[1:] if line.startswith("Caused by:")])
