@@ -47,7 +47,7 @@ import org.apache.hudi.storage.StoragePath;
  * extend) picks the latest base file of every file group from the completed timeline, hides
  * file groups a completed replacecommit replaced and, for a time-travel read, applies Hudi's
  * own as-of rules; the rows come from Hudi's Avro Parquet reader with the table schema of the
- * commit metadata ({@link TableSchemaResolver}).
+ * commit metadata as of the query's instant ({@link TableSchemaResolver}).
  *
  * <p>Several reads per JVM (its start is most of the cost): each argument is one JSON request
  * {@code {"base_path": ..., "as_of": ..., "columns": [...], "conf": {...}}} ({@code as_of},
@@ -105,8 +105,11 @@ public final class HudiReader {
       queryInstant = asOf.orElseGet(() -> fileIndex.getLatestCompletedInstant()
           .map(HoodieInstant::requestedTime).orElse(null));
     }
-    Schema tableSchema = tableSchema(metaClient, asOf);
-    Schema schema = project(tableSchema, request.path("columns"));
+    // A table without a completed commit has no schema yet, and no rows.
+    Schema schema = queryInstant == null
+        ? Schema.createRecord("empty", null, null, false, List.of())
+        : project(new TableSchemaResolver(metaClient).getTableAvroSchema(queryInstant),
+            request.path("columns"));
 
     List<StoragePath> files = new ArrayList<>();
     for (FileSlice slice : slices) {
@@ -154,13 +157,6 @@ public final class HudiReader {
     }
   }
 
-  /** The table's Avro schema (meta columns included) as of the query: the latest completed
-   * commit's, or the as-of instant's for a time-travel read. */
-  private static Schema tableSchema(HoodieTableMetaClient metaClient, Option<String> asOf) throws Exception {
-    TableSchemaResolver resolver = new TableSchemaResolver(metaClient);
-    return asOf.isPresent() ? resolver.getTableAvroSchema(asOf.get()) : resolver.getTableAvroSchema();
-  }
-
   private static Schema project(Schema schema, JsonNode columns) {
     if (!columns.isArray() || columns.isEmpty()) {
       return schema;
@@ -199,7 +195,8 @@ public final class HudiReader {
         return;
       case LONG:
         long number = (Long) value;
-        if (logical instanceof LogicalTypes.TimestampMillis || logical instanceof LogicalTypes.LocalTimestampMillis) {
+        if (logical instanceof LogicalTypes.TimestampMillis
+            || logical instanceof LogicalTypes.LocalTimestampMillis) {
           number = Math.multiplyExact(number, 1000L);
         }
         json.writeNumber(number);
@@ -212,7 +209,8 @@ public final class HudiReader {
         return;
       case BYTES:
       case FIXED:
-        byte[] bytes = value instanceof GenericFixed ? ((GenericFixed) value).bytes() : toArray((ByteBuffer) value);
+        byte[] bytes = value instanceof GenericFixed
+            ? ((GenericFixed) value).bytes() : toArray((ByteBuffer) value);
         if (logical instanceof LogicalTypes.Decimal) {
           int scale = ((LogicalTypes.Decimal) logical).getScale();
           json.writeString(new BigDecimal(new BigInteger(bytes), scale).toPlainString());
