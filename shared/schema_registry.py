@@ -16,7 +16,8 @@ Two failures are told apart, because the participant treats them differently:
   data.
 
 Plain ``urllib`` keeps this free of another HTTP dependency; the calls block (a cache miss is
-rare: once per schema id per process).
+rare: once per schema id per process), so the participant makes them in worker threads
+(:mod:`services.participant.schema_fetches`), never on its event loop.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from __future__ import annotations
 import base64
 import json
 import ssl
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -54,7 +54,11 @@ class RegistryUnavailable(HudiSinkError):
 
 class WriterSchemas(Protocol):
     def get(self, schema_id: int) -> dict[str, Any]:
-        """The parsed writer schema of ``schema_id``; raises the two errors above."""
+        """The parsed writer schema of ``schema_id``; raises the two errors above. May block
+        on the registry."""
+
+    def cached(self, schema_id: int) -> dict[str, Any] | None:
+        """The schema when it is known without asking anyone (never blocks), else None."""
 
 
 class FileSchema:
@@ -72,6 +76,11 @@ class FileSchema:
         self._schema: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
         self._id = schema_id
         self._others = others
+
+    def cached(self, schema_id: int) -> dict[str, Any] | None:
+        if schema_id == self._id:
+            return self._schema
+        return self._others.cached(schema_id) if self._others is not None else None
 
     def get(self, schema_id: int) -> dict[str, Any]:
         if schema_id == self._id:
@@ -169,23 +178,24 @@ def fetch_json(url: str, config: AvroConfig) -> Any:
 
 
 class RegistrySchemas:
-    """``GET {url}/schemas/ids/{id}``, cached (thread-safe: flushes decode in worker threads)."""
+    """``GET {url}/schemas/ids/{id}``, cached. Safe from several threads, and fetches of
+    different ids do not wait for each other (a registry slow to answer one id holds up
+    only that one); two threads asking for the same new id may both fetch it, harmlessly."""
 
     def __init__(self, config: AvroConfig) -> None:
         assert config.registry_url is not None
         self._config = config
         self._url = config.registry_url.rstrip("/")
         self._cache: dict[int, dict[str, Any]] = {}
-        self._lock = threading.Lock()
+
+    def cached(self, schema_id: int) -> dict[str, Any] | None:
+        return self._cache.get(schema_id)
 
     def get(self, schema_id: int) -> dict[str, Any]:
-        cached = self._cache.get(schema_id)
-        if cached is not None:
-            return cached
-        with self._lock:
-            if schema_id not in self._cache:
-                self._cache[schema_id] = self._fetch(schema_id)
-            return self._cache[schema_id]
+        schema = self._cache.get(schema_id)
+        if schema is None:
+            schema = self._cache.setdefault(schema_id, self._fetch(schema_id))
+        return schema
 
     def _fetch(self, schema_id: int) -> dict[str, Any]:
         try:

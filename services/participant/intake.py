@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka import TopicPartition as KafkaTopicPartition
@@ -31,7 +31,7 @@ from shared.partition_key import PartitionKey
 from shared.protocol import TopicPartition
 from shared.states import PartitionPhase
 
-__all__ = ["Intake", "RebalanceSignal"]
+__all__ = ["Intake", "RebalanceSignal", "SchemaFetches"]
 
 log = logging.getLogger("hudi_sink.participant")
 
@@ -55,9 +55,21 @@ class RebalanceSignal(ConsumerRebalanceListener):
         self._registry.assigned(assigned)
 
 
+class SchemaFetches(Protocol):
+    """Writer-schema fetches running off the loop (``BackgroundSchemas``)."""
+
+    @property
+    def settled(self) -> int:
+        """Fetches ended so far: a change may let a deferred partition decode."""
+
+    @property
+    def fetching(self) -> int:
+        """Fetches running now."""
+
+
 class Intake:
     def __init__(self, runtime: Runtime, flusher: Flusher, reporter: Reporter,
-                 *, defer_s: float = 2.0) -> None:
+                 *, defer_s: float = 2.0, fetches: SchemaFetches | None = None) -> None:
         self._rt = runtime
         self._consumer = runtime.clients.consumer
         self._flusher = flusher
@@ -65,8 +77,10 @@ class Intake:
         self._reports: dict[PartitionKey, asyncio.Task[Any]] = {}
         """The running END report of each partition (at most one)."""
         self._defer_s = defer_s
-        self._deferred: dict[PartitionKey, tuple[KafkaTopicPartition, float]] = {}
-        """Partitions paused before a record that cannot be decoded now, and when to retry."""
+        self._fetches = fetches
+        self._deferred: dict[PartitionKey, tuple[KafkaTopicPartition, float, int]] = {}
+        """Partitions paused before a record that cannot be decoded now: when to retry, and
+        ``fetches.settled`` then (a fetch settling since retries at once)."""
 
     # --- the data routine ------------------------------------------------------------------
     async def run(self) -> None:
@@ -130,20 +144,25 @@ class Intake:
             self._reporter.announce_soon(fresh)
 
     def _defer(self, ktp: KafkaTopicPartition, state: TransactionParticipant) -> None:
-        """A record cannot be decoded now (its schema registry is out of reach): read it again
-        from there after ``defer_s`` instead of dead-lettering good data. Until then the
-        partition is paused; an END meanwhile reports the offsets before it."""
-        log.warning("%s-%d paused at offset %d for %.1f s: %s", state.topic, state.partition,
-                    state.next_offset, self._defer_s, state.deferred)
+        """A record cannot be decoded now (its writer schema is being fetched, or the registry
+        is out of reach): read it again from there after ``defer_s``, or as soon as a schema
+        fetch settles, instead of dead-lettering good data. Until then the partition is
+        paused; an END meanwhile reports the offsets before it."""
+        fetches = self._fetches
+        log.log(logging.INFO if fetches is not None and fetches.fetching else logging.WARNING,
+                "%s-%d paused at offset %d for at most %.1f s: %s", state.topic,
+                state.partition, state.next_offset, self._defer_s, state.deferred)
         state.deferred = None
         self._consumer.seek(ktp, state.next_offset)
         self._consumer.pause(ktp)
-        self._deferred[state.key] = (ktp, self._rt.clock() + self._defer_s)
+        self._deferred[state.key] = (ktp, self._rt.clock() + self._defer_s,
+                                     fetches.settled if fetches is not None else 0)
 
     def _retry_deferred(self) -> None:
         now = self._rt.clock()
-        for key, (ktp, at) in list(self._deferred.items()):
-            if now < at:
+        settled = self._fetches.settled if self._fetches is not None else 0
+        for key, (ktp, at, seen) in list(self._deferred.items()):
+            if now < at and settled == seen:
                 continue
             del self._deferred[key]
             state = self._rt.registry.active.get(key)

@@ -40,6 +40,7 @@ from services.participant.intake import Intake, RebalanceSignal
 from services.participant.reports import Reporter
 from services.participant.rest import build_router
 from services.participant.runtime import BackgroundTasks, Clock, ParticipantClients, Runtime
+from services.participant.schema_fetches import BackgroundSchemas
 from services.participant.transaction import TransactionParticipant
 from services.participant.views import PartitionView
 from shared.clients import KafkaClientFactory
@@ -87,8 +88,16 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         self._tasks = BackgroundTasks("participant")
         self._spark_starting = False
         """Whether SparkSession start-up (in a daemon thread) began and has not finished."""
-        self._avro = (AvroValues(writer_schemas(config.avro))  # one schema cache per process
-                      if config.kafka.value_format == "avro" else None)
+        self._fetches: BackgroundSchemas | None = None
+        """Registry lookups, made in worker threads (never on the event loop)."""
+        self._avro: AvroValues | None = None  # one schema cache per process
+        if config.kafka.value_format == "avro":
+            schemas = writer_schemas(config.avro)
+            if config.avro.registry_url is not None:
+                schemas = self._fetches = BackgroundSchemas(
+                    schemas, deadline_s=config.avro.registry_timeout_s,
+                    retry_s=config.service.retry_backoff_ms / 1000)
+            self._avro = AvroValues(schemas)
 
     def _new_partition(self, topic: str, partition: int) -> TransactionParticipant:
         return TransactionParticipant(
@@ -121,7 +130,7 @@ class ParticipantService(ServiceShell[ParticipantClients]):
                           tasks=self._tasks, clock=self._clock)
         reporter = Reporter(runtime, self.config.transaction)
         intake = Intake(runtime, self._flusher, reporter,
-                        defer_s=self.config.service.retry_backoff_ms / 1000)
+                        defer_s=self.config.service.retry_backoff_ms / 1000, fetches=self._fetches)
         control = ControlHandler(runtime, intake, reporter)
         return {
             "participant-data": intake.run(),
