@@ -5,6 +5,11 @@
 #
 # The Helm chart (deploy/k8s/hudi-sink) runs it as uid 10001 with a read-only root filesystem:
 # everything the processes write goes to /tmp (an emptyDir) or the table volume.
+#
+# Spark gets Hadoop's S3A connector (hadoop-aws, matching the Hadoop 3.5.0 pyspark 4.3.0 ships)
+# in SPARK_HOME/jars, and s3:// mapped to it: a Spark Connect server run from this image writes
+# an s3:// table's files itself (README, "Object storage"). Local-mode participants keep
+# writing to a scratch directory and uploading.
 
 # --- build: a virtualenv with the package and its pinned dependencies ------------------------
 FROM python:3.11.14-slim-bookworm AS build
@@ -25,6 +30,36 @@ COPY services ./services
 COPY shared ./shared
 RUN /opt/hudi-sink/venv/bin/pip install --no-deps . \
     && /opt/hudi-sink/venv/bin/hudi-sink --help > /dev/null
+
+# --- hadoop-aws: S3A and the AWS SDK it needs, fetched from Maven Central with Maven ---------
+FROM python:3.11.14-slim-bookworm AS hadoop-aws
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+RUN mkdir -p /usr/share/man/man1 \
+    && apt-get update \
+    && apt-get install -y --no-install-recommends \
+        'maven=3.8.*' \
+        'openjdk-17-jre-headless=17.0.*' \
+    && rm -rf /var/lib/apt/lists/*
+# hadoop-aws 3.5.0's runtime dependencies as Maven resolves them (the AWS SDK v2 bundle is
+# ~690 MB of it), each checked against Central's checksum (-C) and the SHA-256 pinned here.
+WORKDIR /jars
+RUN for artifact in \
+        org.apache.hadoop:hadoop-aws:3.5.0 \
+        software.amazon.awssdk:bundle:2.35.4 \
+        software.amazon.s3.analyticsaccelerator:analyticsaccelerator-s3:1.3.1 \
+        org.wildfly.openssl:wildfly-openssl:2.2.5.Final; do \
+      mvn -B -q -C -Dmaven.repo.local=/tmp/m2 \
+        org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+        -Dartifact="$artifact" -DoutputDirectory=/jars || exit 1; \
+    done \
+    && printf '%s  %s\n' \
+        66bd9eefb938b1a1657487324b63c13df2d8b17164a1dd24e0ef37b905bc5baa hadoop-aws-3.5.0.jar \
+        db4b55f24ad1b4e70f17eb1717a4de76a8dadc5a27d764be7c44ff67b2c1c677 bundle-2.35.4.jar \
+        4959a9747cbb479c73c3ffbcd479bee5b014f8b2880994585a8693fb9d24675e analyticsaccelerator-s3-1.3.1.jar \
+        71fb7932f99a727edb23c5a2cb8c6855ac7196fad41aa0669b3998e277165154 wildfly-openssl-2.2.5.Final.jar \
+        | sha256sum --strict -c - \
+    && rm -rf /tmp/m2
 
 # --- runtime ------------------------------------------------------------------------------------
 FROM python:3.11.14-slim-bookworm
@@ -47,11 +82,19 @@ RUN groupadd --system --gid 10001 hudi-sink \
     && useradd --system --uid 10001 --gid 10001 --home-dir /tmp --shell /usr/sbin/nologin hudi-sink
 
 COPY --from=build /opt/hudi-sink/venv /opt/hudi-sink/venv
+COPY --from=hadoop-aws /jars/ /opt/hudi-sink/venv/lib/python3.11/site-packages/pyspark/jars/
 # SPARK_HOME is pyspark's own directory (jars, bin/spark-submit for the Spark Connect server).
-RUN ln -s "$(/opt/hudi-sink/venv/bin/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" /opt/spark
+# The sink names S3 tables s3://; Spark's defaults send that scheme through S3A too.
+RUN ln -s "$(/opt/hudi-sink/venv/bin/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" /opt/spark \
+    && test -f /opt/spark/jars/hadoop-aws-3.5.0.jar \
+    && test -f /opt/spark/jars/hadoop-client-api-3.5.0.jar \
+    && mkdir -p /opt/hudi-sink/spark-conf \
+    && echo 'spark.hadoop.fs.s3.impl org.apache.hadoop.fs.s3a.S3AFileSystem' \
+        > /opt/hudi-sink/spark-conf/spark-defaults.conf
 
 ENV PATH="/opt/hudi-sink/venv/bin:${PATH}" \
     SPARK_HOME=/opt/spark \
+    SPARK_CONF_DIR=/opt/hudi-sink/spark-conf \
     HOME=/tmp \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
