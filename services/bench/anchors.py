@@ -12,8 +12,10 @@ Kafka Connect standalone worker (:mod:`.connect`) with one task, and writes a lo
   as JSON strings with an Avro schema file.
 
 Measured as the sink is, from the tables' own files (:mod:`.lakes`): records/s is N ÷ (when
-the commit that made the last backlog record visible appeared − when the connector was
-submitted to the warm worker); then, when the bench has a steady phase, the same rate of new
+the commit that made the last backlog record visible appeared − when the connector's consumer
+group first held every partition, as the sink's clock starts at its first START_COMMIT with
+its participants' consumers assigned); ``start_up_s`` is the time from submitting the connector
+to a warm worker until then. Then, when the bench has a steady phase, the same rate of new
 records for the same time, and produce → visible for each of them. An anchor that cannot run
 (its jars do not resolve, its task fails, its records never all appear) gets a reason instead
 of figures; the other anchor and the sink's figures are unaffected.
@@ -36,6 +38,7 @@ from services.bench.connect import (
     ConnectWorker,
     pom_properties,
     resolve_classpath,
+    wait_assigned,
 )
 from services.bench.data import PARTITIONS, produce
 from services.bench.lakes import HudiCommits, IcebergCommits, TableCommit, Visibility
@@ -206,9 +209,16 @@ async def _measure(anchor: Anchor, setup: AnchorSetup, runtime: list[str],
     try:
         await worker.start()
         cpu_before = tree_cpu_seconds(worker.pid)
-        started = time.time()
+        submitted = time.time()
         await worker.submit(name, config)
-        await _watch(worker, name, table, seen, lambda: seen.backlog_done_at is not None, setup.timeout_s)
+        assigned = asyncio.create_task(wait_assigned(setup.bootstrap, f"connect-{name}", PARTITIONS,
+                                                     setup.timeout_s))
+        try:
+            await _watch(worker, name, table, seen, lambda: seen.backlog_done_at is not None,
+                         setup.timeout_s)
+            started = await assigned
+        finally:
+            assigned.cancel()
         cpu = tree_cpu_seconds(worker.pid) - cpu_before
         assert seen.backlog_done_at is not None
         seconds = seen.backlog_done_at - started
@@ -221,6 +231,7 @@ async def _measure(anchor: Anchor, setup: AnchorSetup, runtime: list[str],
     return {
         "rps": round(setup.records / seconds) if seconds > 0 else None,
         "seconds": round(seconds, 2), "commits": seen.commits_to_backlog,
+        "start_up_s": round(started - submitted, 2),
         "committed_records": seen.seen(produced.seed), "rows": rows, "rows_expected": expected_rows,
         "cpu_us_per_record": round(cpu * 1e6 / setup.records, 1),
         "worker_hwm_rss_mb": round(hwm, 1),

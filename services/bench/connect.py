@@ -12,6 +12,7 @@ the connector is submitted over the REST API and the clock starts.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
 import re
@@ -25,7 +26,8 @@ import httpx
 
 from shared.broker import free_port
 
-__all__ = ["ROOT", "AnchorUnavailable", "ConnectWorker", "pom_properties", "resolve_classpath"]
+__all__ = ["ROOT", "AnchorUnavailable", "ConnectWorker", "pom_properties", "resolve_classpath",
+           "wait_assigned"]
 
 ROOT = Path(__file__).resolve().parents[2]
 """The source checkout: the anchors need its bench/java poms and scripts/resolve-java.sh."""
@@ -47,6 +49,18 @@ logger.runtime.name = org.apache.kafka.connect.runtime.WorkerSinkTask
 logger.runtime.level = INFO
 """
 """INFO for the connectors (their commit lines say what happened), WARN for Kafka's clients."""
+
+
+_running: set[subprocess.Popen[bytes]] = set()
+
+
+@atexit.register
+def _stop_leftover_workers() -> None:
+    """No orphan Connect JVM when the bench exits without stopping one (they run in their own
+    session, so a Ctrl-C does not reach them by itself)."""
+    for process in list(_running):
+        if process.poll() is None:
+            process.kill()
 
 
 class AnchorUnavailable(RuntimeError):
@@ -144,6 +158,7 @@ class ConnectWorker:
             # Own session: a Ctrl-C aimed at the bench reaches it through stop(), not behind it.
             self._process = subprocess.Popen(self._argv, stdin=subprocess.DEVNULL, stdout=log,
                                              stderr=subprocess.STDOUT, start_new_session=True)
+        _running.add(self._process)
 
     async def start(self) -> None:
         """Start the JVM and wait until its REST API answers (plugins scanned, herder up)."""
@@ -190,11 +205,39 @@ class ConnectWorker:
     async def stop(self, timeout_s: float = 30) -> None:
         """SIGTERM (Connect stops its tasks cleanly), SIGKILL after ``timeout_s``."""
         process = self._process
-        if process is None or process.poll() is not None:
+        if process is None:
             return
-        process.terminate()
-        try:
-            await asyncio.to_thread(process.wait, timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            await asyncio.to_thread(process.wait)
+        if process.poll() is None:
+            process.terminate()
+            try:
+                await asyncio.to_thread(process.wait, timeout_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                await asyncio.to_thread(process.wait)
+        _running.discard(process)
+
+
+def _assigned_partitions(bootstrap: str, group: str) -> int:
+    """Partitions the members of a STABLE ``group`` hold (0 while it is not stable)."""
+    from confluent_kafka import ConsumerGroupState
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    description = admin.describe_consumer_groups([group], request_timeout=5)[group].result(timeout=10)
+    if description.state != ConsumerGroupState.STABLE:
+        return 0
+    return sum(len(member.assignment.topic_partitions) for member in description.members)
+
+
+async def wait_assigned(bootstrap: str, group: str, partitions: int, timeout_s: float) -> float:
+    """When ``group`` (a sink connector's consumers: ``connect-<name>``) first held all
+    ``partitions``: the moment its task can start consuming, as the sink's first START_COMMIT
+    is for its participants. Looked at every 50 ms, so up to that much late."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):  # not there yet, or the broker busy: look again
+            if await asyncio.to_thread(_assigned_partitions, bootstrap, group) >= partitions:
+                return time.time()
+        await asyncio.sleep(0.05)
+    raise AnchorUnavailable(f"consumer group {group} never held all {partitions} partitions "
+                            f"within {timeout_s:g} s")

@@ -43,6 +43,7 @@ def test_bench_with_anchors_puts_iceberg_and_hudi_beside_the_sink(tmp_path: Path
     assert iceberg["committed_records"] == RECORDS  # every record, each id once at least
     assert iceberg["rows"] == iceberg["rows_expected"] == RECORDS + iceberg["steady"]["records"]
     assert iceberg["rps"] > 0 and iceberg["commits"] >= 1 and iceberg["seconds"] > 0
+    assert 0 <= iceberg["start_up_s"] < 120  # submitted -> its consumer group held every partition
     assert iceberg["steady"]["uncovered"] == 0
     assert 0 < iceberg["visible_latency_p50_s"] <= iceberg["visible_latency_p99_s"] < 120
     assert iceberg["settings"]["connector"]["connector.class"] == anchors.ICEBERG_CLASS
