@@ -31,7 +31,8 @@ from shared.fs import FileSystem
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["PART_COLUMN", "SPARK_CODECS", "PlannedFile", "WrittenFile", "SparkWriter", "SparkWriteError"]
+__all__ = ["LEGACY_FORMAT", "PART_COLUMN", "SPARK_CODECS", "PlannedFile", "WrittenFile", "SparkWriter",
+           "SparkWriteError", "wants_legacy_format"]
 
 log = logging.getLogger("hudi_sink.spark")
 
@@ -209,6 +210,8 @@ class SparkWriter:
             writer = session.createDataFrame(table).coalesce(1).write.partitionBy(PART_COLUMN)
             for column in mostly_distinct_columns(table):
                 writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
+            if wants_legacy_format(table.schema):
+                writer = writer.option(LEGACY_FORMAT, "true")
             # One file per directory whatever the session says (a user's or a Connect
             # server's spark.sql.files.maxRecordsPerFile would split them).
             writer.option("compression", self._codec).option("maxRecordsPerFile", 0).parquet(scratch)
@@ -233,6 +236,36 @@ class SparkWriter:
         finally:
             self._fs.delete_tree(scratch)
         return written
+
+
+LEGACY_FORMAT = "spark.sql.parquet.writeLegacyFormat"
+"""Set per write, as a write option: Spark applies a ``spark.sql.*`` write option to that
+write's SQL conf only (checked with pyspark 4.3: the file changes, the session's conf stays
+false), so concurrent flushes of other tables keep the standard layout."""
+
+
+def wants_legacy_format(schema: pa.Schema) -> bool:
+    """Whether to write with Spark's legacy Parquet format: a DECIMAL of precision <= 18 at
+    any depth and no ARRAY at any depth.
+
+    Spark writes such decimals as Parquet INT32/INT64 by default, which Apache Hudi's Avro
+    Parquet reader (Hudi's Java client and its Avro-based table services) refuses ("old schema
+    type is: int"); the legacy format writes them as FIXED_LEN_BYTE_ARRAY, as Hudi's own Spark
+    writer does for that reason. But the legacy format also writes lists as ``bag``/``array``
+    groups, and Hudi 1.0.2's Avro reader reads those as null without a word (maps and structs
+    read right): a loud refusal is better than silently lost values, so a schema with an ARRAY
+    keeps the standard format (Spark-based readers and hudi-rs read both).
+    tests/integration/test_spark_decimals.py pins all three cases."""
+    def has(kind: pa.DataType, wanted: str) -> bool:
+        if wanted == "decimal" and pa.types.is_decimal(kind):
+            return bool(kind.precision <= 18)
+        if wanted == "list" and (pa.types.is_list(kind) or pa.types.is_large_list(kind)
+                                 or pa.types.is_fixed_size_list(kind)):
+            return True
+        return any(has(kind.field(i).type, wanted) for i in range(kind.num_fields))
+
+    return (any(has(f.type, "decimal") for f in schema)
+            and not any(has(f.type, "list") for f in schema))
 
 
 DICTIONARY_SAMPLE_ROWS = 1000

@@ -87,8 +87,11 @@ def _merge(fs: FileSystem, sources: list[str], name: str, local: str, codec: str
         raise TableFormatError(f"{sources[0]} has no {FILE_NAME_COLUMN} column")
     pending: list[pa.Table] = []
     pending_bytes = rows = 0
+    # Decimals as FIXED_LEN_BYTE_ARRAY whatever their precision, as the participant's Spark
+    # writes them: Apache Hudi's Avro Parquet reader fails on INT32/INT64 decimals.
     with pq.ParquetWriter(local, schema, compression=None if codec == "none" else codec,
-                          coerce_timestamps="us", allow_truncated_timestamps=False) as writer:
+                          coerce_timestamps="us", allow_truncated_timestamps=False,
+                          store_decimal_as_integer=False) as writer:
         for source in sources:
             with fs.open_read(source) as handle:
                 parquet = pq.ParquetFile(handle, buffer_size=_READ_BUFFER)
