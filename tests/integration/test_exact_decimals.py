@@ -136,9 +136,11 @@ async def _read(bootstrap: str, topic: str, count: int) -> list[Any]:
 
 
 def _check_sink(sink: Pipeline, participant: Service, values: list[tuple[bytes, str | None]],
-                sent_at: list[int]) -> dict[str, dict[str, Any]]:
+                sent_at: list[int], agreed: bool) -> dict[str, dict[str, Any]]:
     """The sink committed every record with its one participant process, dead-lettered the
-    bad ones promptly with their error classes; the rows by id."""
+    bad ones promptly with their error classes; the rows by id. ``agreed``: Hudi's own Java
+    reader reads the same rows (not for a table with small decimals inside an ARRAY, which
+    stay INT32/INT64 and Hudi refuses: docs/hudi-java-reader.md)."""
     sink.wait_offsets(len(values), timeout_s=180)
     assert participant.alive(), participant.log_tail()
     assert [s.role for s in sink.services].count("participant") == 1
@@ -153,7 +155,7 @@ def _check_sink(sink: Pipeline, participant: Service, values: list[tuple[bytes, 
         assert letter.timestamp - sent_at[offset] < DEAD_LETTER_DELAY_MS, (offset, headers)
     assert seen == bad
     assert len(letters) == len(bad)
-    rows = sink.read().to_pylist()
+    rows = (sink.read_agreed()[0] if agreed else sink.read()).to_pylist()
     return {row["id"]: row for row in rows}
 
 
@@ -179,11 +181,11 @@ def test_decimals_exact_and_poison_records_dead_lettered(
         connect_sent = asyncio.run(_send(broker.bootstrap, connect_sink.topic,
                                          [v for v, _ in CONNECT_VALUES]))
 
-        rows = _check_sink(json_sink, services[1], JSON_VALUES, json_sent)
+        rows = _check_sink(json_sink, services[1], JSON_VALUES, json_sent, agreed=True)
         assert {key: row["amount"] for key, row in rows.items()} == JSON_EXPECTED
         assert rows["e"]["n"] == 2**63 - 1
 
-        rows = _check_sink(connect_sink, services[3], CONNECT_VALUES, connect_sent)
+        rows = _check_sink(connect_sink, services[3], CONNECT_VALUES, connect_sent, agreed=False)
         assert set(rows) == set(CONNECT_EXPECTED)
         for key, expected in CONNECT_EXPECTED.items():
             assert {column: rows[key][column] for column in expected} == expected, key
