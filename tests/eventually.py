@@ -9,9 +9,11 @@ hundreds of times a second), with a last look at the deadline. Then it fails nam
 ``what`` and the predicate's last error, so a timeout says what never happened.
 
 A predicate that raises is tried again (a service not listening yet, a file half there) and
-its last error is reported and chained on timeout. :func:`eventually_async` is the same for
-code on the event loop (its pauses let the loop run the code under test; the predicate may
-be a coroutine function).
+its last error is reported and chained on timeout — except an ``AssertionError``: a predicate
+asserts what would make waiting pointless (the service under test exited), so that fails the
+test at once instead of after the whole timeout. :func:`eventually_async` is the same for code
+on the event loop (its pauses let the loop run the code under test; the predicate may be a
+coroutine function).
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ def eventually(predicate: Callable[[], T], timeout_s: float, what: str, every_s:
             value = predicate()
             if value:
                 return value
+        except AssertionError:
+            raise
         except Exception as exc:  # noqa: BLE001 - keep polling; reported on timeout
             polls.last_error = exc
         pause = polls.next_pause()
@@ -90,6 +94,8 @@ async def eventually_async(predicate: Callable[[], T | Awaitable[T]], timeout_s:
                 value = await value
             if value:
                 return value  # type: ignore[return-value]
+        except AssertionError:
+            raise
         except Exception as exc:  # noqa: BLE001 - keep polling; reported on timeout
             polls.last_error = exc
         pause = polls.next_pause()

@@ -67,7 +67,9 @@ async def test_deleter_killed_before_committing_redelivers_harmlessly(
         victim = subprocess.Popen(
             [sys.executable, str(VICTIM), str(config_path), mode, str(marker)],
             stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"},
+            # the repository and tests/ (the harness's helpers), as pytest's rootdir sees them
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")]),
+                 "PYTHONUNBUFFERED": "1"},
         )
     try:
         async def halted() -> bool:
