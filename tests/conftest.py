@@ -29,6 +29,18 @@ def pytest_configure(config: pytest.Config) -> None:
         "embedded broker")
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: absent with -p no:xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``-n N`` without ``--dist`` (or ``--dist load``): test by test, whole files only where
+    they share a fixture (``tests/worker_scheduling.py``); other ``--dist`` modes as xdist has
+    them."""
+    if config.getoption("dist") != "load":
+        return None
+    from worker_scheduling import PerTestScheduling
+
+    return PerTestScheduling(config, log)
+
+
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     """Apache Kafka, one KRaft node (broker + controller), for the session; its log and data
