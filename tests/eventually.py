@@ -43,22 +43,28 @@ class _Polls:
         self.pause_s = min(FIRST_PAUSE_S, every_s)
         self.last_error: Exception | None = None
         self.checks = 0
+        """Checks that came back false or raised."""
 
-    def next_pause(self) -> float | None:
-        """Seconds to wait before the next check; None once the deadline has been checked."""
+    def failed(self, error: Exception) -> None:
+        """A check raised: an assertion ends the wait at once, anything else is kept for the
+        timeout's message and the next check goes ahead."""
+        if isinstance(error, AssertionError):
+            raise error
+        self.last_error = error
+
+    def next_pause(self) -> float:
+        """Seconds to wait before the next check; the timeout's AssertionError once the
+        deadline has had its check."""
+        self.checks += 1
         left = self.deadline - time.monotonic()
         if left <= 0:
-            return None
+            error = AssertionError(
+                f"timed out after {self.timeout_s:g} s ({self.checks} checks) waiting for "
+                f"{self.what} (last error: {self.last_error!r})")
+            raise error from self.last_error
         pause = min(self.pause_s, left)
         self.pause_s = min(self.pause_s * 2, self.every_s)
         return pause
-
-    def failure(self) -> AssertionError:
-        error = AssertionError(
-            f"timed out after {self.timeout_s:g} s ({self.checks} checks) waiting for {self.what}"
-            f" (last error: {self.last_error!r})")
-        error.__cause__ = self.last_error
-        return error
 
 
 def eventually(predicate: Callable[[], T], timeout_s: float, what: str, every_s: float = 0.5) -> T:
@@ -66,19 +72,12 @@ def eventually(predicate: Callable[[], T], timeout_s: float, what: str, every_s:
     naming ``what`` after ``timeout_s``. ``every_s`` is the longest pause between checks."""
     polls = _Polls(timeout_s, what, every_s)
     while True:
-        polls.checks += 1
         try:
-            value = predicate()
-            if value:
+            if value := predicate():
                 return value
-        except AssertionError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - keep polling; reported on timeout
-            polls.last_error = exc
-        pause = polls.next_pause()
-        if pause is None:
-            raise polls.failure()
-        time.sleep(pause)
+        except Exception as exc:  # noqa: BLE001 - see _Polls.failed
+            polls.failed(exc)
+        time.sleep(polls.next_pause())
 
 
 async def eventually_async(predicate: Callable[[], T | Awaitable[T]], timeout_s: float, what: str,
@@ -87,18 +86,10 @@ async def eventually_async(predicate: Callable[[], T | Awaitable[T]], timeout_s:
     pauses let the loop's other tasks (the code under test) run."""
     polls = _Polls(timeout_s, what, every_s)
     while True:
-        polls.checks += 1
         try:
             value = predicate()
-            if inspect.isawaitable(value):
-                value = await value
-            if value:
+            if value := await value if inspect.isawaitable(value) else value:
                 return value  # type: ignore[return-value]
-        except AssertionError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - keep polling; reported on timeout
-            polls.last_error = exc
-        pause = polls.next_pause()
-        if pause is None:
-            raise polls.failure()
-        await asyncio.sleep(pause)
+        except Exception as exc:  # noqa: BLE001 - see _Polls.failed
+            polls.failed(exc)
+        await asyncio.sleep(polls.next_pause())
