@@ -11,7 +11,7 @@ in the table exactly once.
 
 The development broker does not filter *aborted* transactions for read_committed consumers
 (it never reports them in fetch responses); that half is tested against aiokafka's own
-fetch-response reader in ``tests/unit/test_read_committed.py`` and end to end on Apache Kafka
+fetch-response reader in ``tests/unit/test_aborted_transactions_filtered.py`` and end to end on Apache Kafka
 (``kafka_broker``): a transaction of 500 records aborted in the middle of a stream that an
 idempotent producer keeps writing never reaches the table, and the rest lands exactly once.
 """
