@@ -22,12 +22,14 @@ WORKDIR /src
 RUN python -m venv /opt/hudi-sink/venv
 # Dependencies first (pyspark is a large sdist): this layer is reused while only code changes.
 COPY pyproject.toml README.md ./
-RUN mkdir -p services shared \
-    && touch services/__init__.py shared/__init__.py \
+RUN mkdir -p hudi_sink \
+    && touch hudi_sink/__init__.py \
     && /opt/hudi-sink/venv/bin/pip install . \
     && /opt/hudi-sink/venv/bin/pip uninstall --yes hudi-sink
 COPY services ./services
 COPY shared ./shared
+COPY cli ./cli
+COPY hudi_sink ./hudi_sink
 RUN /opt/hudi-sink/venv/bin/pip install --no-deps . \
     && /opt/hudi-sink/venv/bin/hudi-sink --help > /dev/null
 

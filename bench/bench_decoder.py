@@ -15,9 +15,9 @@ import orjson
 # Allow running as a plain script from anywhere: the project root holds the packages.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from services.participant.decoder import RecordDecoder, Row, rows_to_arrow  # noqa: E402
-from shared.config import TableConfig  # noqa: E402
-from shared.schema import TableSchema  # noqa: E402
+from hudi_sink.services.participant.decoder import RecordDecoder, Row, rows_to_arrow  # noqa: E402
+from hudi_sink.shared.config.settings import TableConfig  # noqa: E402
+from hudi_sink.shared.schema.table_schema import TableSchema  # noqa: E402
 
 DDL = "id STRING, ts TIMESTAMP, country STRING, amount DOUBLE, qty BIGINT, ok BOOLEAN, payload STRING"
 

@@ -23,11 +23,11 @@ import httpx
 import orjson
 import yaml
 
-from services.produce import produce_records
-from shared.broker import EmbeddedBroker, free_port
-from shared.config import load_config
-from shared.hudi import layout
-from shared.hudi.offsets import parse_offsets
+from hudi_sink.cli.broker import EmbeddedBroker, free_port
+from hudi_sink.cli.produce import produce_records
+from hudi_sink.shared.config.settings import load_config
+from hudi_sink.shared.hudi import layout
+from hudi_sink.shared.hudi.offsets import parse_offsets
 
 HUDI_SINK = str(Path(sys.executable).with_name("hudi-sink"))
 

@@ -18,7 +18,7 @@ import pytest
 from kafka_cluster import KafkaCluster
 from s3_server import MotoS3
 
-from shared.broker import EmbeddedBroker
+from hudi_sink.cli.broker import EmbeddedBroker
 
 TEST_BROKERS = ("embedded", "kafka")
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
-from shared.broker import free_port
+from hudi_sink.cli.broker import free_port
 
 __all__ = ["KAFKA_VERSION", "KafkaCluster", "KafkaStartError", "kafka_classpath"]
 

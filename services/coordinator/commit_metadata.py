@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from services.coordinator.commit_state import CommitState
-from shared.hudi.offsets import offsets_metadata
-from shared.hudi.write_stats import WriteStat, build_commit_metadata
-from shared.partition_key import PartitionKey, keys_text
+from hudi_sink.services.coordinator.commit_state import CommitState
+from hudi_sink.shared.hudi.offsets import offsets_metadata
+from hudi_sink.shared.hudi.write_stats import WriteStat, build_commit_metadata
+from hudi_sink.shared.kafka.partition_key import PartitionKey, keys_text
 
 __all__ = ["PlannedCommit", "plan_commit", "CARRIED_KEY"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 
-from shared.partition_key import PartitionKey
-from shared.protocol import WriteStatus
+from hudi_sink.shared.kafka.partition_key import PartitionKey
+from hudi_sink.shared.kafka.protocol import WriteStatus
 
 __all__ = ["CommitState", "StatusOutcome", "AbortReason"]
 

@@ -3,17 +3,14 @@ purpose (plain file I/O): the service calls these in worker threads.
 
 Order of a commit (the fence first):
 1. every listed staged file exists with the size its status reported;
-2. every listed staged file made durable (one ``fsync_file`` each, then each directory on
-   the way from the base path once): Spark never syncs its output, and after a power loss
-   a decided commit must still find complete files to roll forward;
-3. COMMIT entry appended to the sink log at our next sequence number — the point of no
-   return, and the fence: it fails if a newer epoch took that number (an entry of our own
-   epoch there is ours, landed although its append raised: adopted, ``shared.sink_log``);
-4. listed files moved from staging into their partition directories, and the moves made
-   durable (each touched directory synced once) — before the commit file can exist;
+2. every listed staged file made durable (fsynced, then each directory once): Spark never
+   syncs, and after a power loss a decided commit must find whole files to roll forward;
+3. COMMIT entry appended to the sink log at our next number — the point of no return and the
+   fence: it fails if a newer epoch took that number (our own epoch's entry there is adopted);
+4. listed files moved from staging into their partitions, durably, before the commit file;
 5. ``<T>.commit`` created (exclusively, durably) — readers see the instant from here on;
 6. unlisted staged files of T discarded (never visible: they are in ``.hoodie/.temp``);
-7. the sink log trimmed when it grew past ``trim_above`` entries (``shared.sink_log``).
+7. the sink log trimmed when it grew past ``trim_above`` entries (``shared.hudi.sink_log``).
 A crash between 3 and 5 is rolled forward by the next leader from the log entry.
 """
 
@@ -27,17 +24,22 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from services.coordinator.disposal import StagedFileDisposal
-from shared import sink_log_state
-from shared.errors import FencedError, HudiSinkError, TableFormatError
-from shared.fs import FileSystem
-from shared.hudi import layout
-from shared.hudi.layout import InstantState
-from shared.hudi.naming import instant_key
-from shared.hudi.table import HudiTable
-from shared.hudi.write_stats import WriteStat
-from shared.sink_log import SinkLog
-from shared.sink_log_state import DecisionRecord, EntryKind, LogEntry, SinkLogState, commit_finished
+from hudi_sink.services.coordinator.disposal import StagedFileDisposal
+from hudi_sink.shared.errors import FencedError, HudiSinkError, TableFormatError
+from hudi_sink.shared.hudi import layout, sink_log_state
+from hudi_sink.shared.hudi.layout import InstantState
+from hudi_sink.shared.hudi.naming import instant_key
+from hudi_sink.shared.hudi.sink_log import SinkLog
+from hudi_sink.shared.hudi.sink_log_state import (
+    DecisionRecord,
+    EntryKind,
+    LogEntry,
+    SinkLogState,
+    commit_finished,
+)
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.hudi.write_stats import WriteStat
+from hudi_sink.shared.storage.fs import FileSystem
 
 __all__ = ["TableCommitter", "RecoveryReport"]
 

@@ -1,12 +1,12 @@
 """Where staged files go that no commit will ever list: the committer's ``disposal``,
-passed in when it is built (``shared.deletion.KafkaDisposal`` once the service has a producer,
+passed in when it is built (``shared.deletion.sender.KafkaDisposal`` once the service has a producer,
 ``DirectDisposal`` without a deletion service)."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from shared.fs import FileSystem
+from hudi_sink.shared.storage.fs import FileSystem
 
 __all__ = ["DirectDisposal", "StagedFileDisposal"]
 

@@ -5,7 +5,7 @@ control topic; the member assigned partition 0 leads. The partition is paused at
 control channel reads the topic; this consumer only holds the lease and heartbeats).
 
 Group membership alone is not fencing: a frozen leader may still believe it leads. The
-table-level fence is the sink log (``shared.sink_log``); this class only decides who *tries*.
+table-level fence is the sink log (``shared.hudi.sink_log``); this class only decides who *tries*.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberMetadata,
 )
 
-from shared.config import SinkConfig
-from shared.kafka import consumer_options
+from hudi_sink.shared.config.settings import SinkConfig
+from hudi_sink.shared.kafka.connection import consumer_options
 
 __all__ = ["LeaderElection", "LeaderStickyAssignor"]
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from services.coordinator.commit_metadata import CARRIED_KEY
-from services.coordinator.commit_state import CommitState
-from services.coordinator.views import TransactionView
-from shared.errors import TableFormatError
-from shared.hudi.offsets import offsets_from_metadata
-from shared.hudi.table import HudiTable
-from shared.partition_key import PartitionKey, key_text, offsets_by_text
+from hudi_sink.services.coordinator.commit_metadata import CARRIED_KEY
+from hudi_sink.services.coordinator.commit_state import CommitState
+from hudi_sink.services.coordinator.views import TransactionView
+from hudi_sink.shared.errors import TableFormatError
+from hudi_sink.shared.hudi.offsets import offsets_from_metadata
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.kafka.partition_key import PartitionKey, key_text, offsets_by_text
 
 __all__ = ["TransactionHistory", "view_of_commit", "transaction_view", "inflight_view"]
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Protocol
 
-from shared.errors import FencedError
-from shared.hudi.naming import instant_key, next_instant_time
+from hudi_sink.shared.errors import FencedError
+from hudi_sink.shared.hudi.naming import instant_key, next_instant_time
 
 __all__ = ["older_ingestion", "open_ingestion_below", "reserve_instant", "wait_for_older_ingestion"]
 

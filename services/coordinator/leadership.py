@@ -21,18 +21,18 @@ from typing import Any
 
 from aiokafka.errors import KafkaError
 
-from services.coordinator.committer import TableCommitter
-from services.coordinator.election import LeaderElection
-from services.coordinator.transaction import Clock, TransactionDriver
-from shared.channel import ControlEndpoint
-from shared.config import SinkConfig
-from shared.errors import ConfigError, FencedError, HudiSinkError, TableFormatError
-from shared.hudi.offsets import offsets_from_metadata
-from shared.hudi.table import HudiTable
-from shared.metrics import Metrics
-from shared.partition_key import PartitionKey
-from shared.protocol import Envelope, Role
-from shared.states import CoordinatorPhase
+from hudi_sink.services.coordinator.committer import TableCommitter
+from hudi_sink.services.coordinator.election import LeaderElection
+from hudi_sink.services.coordinator.transaction import Clock, TransactionDriver
+from hudi_sink.shared.config.settings import SinkConfig
+from hudi_sink.shared.errors import ConfigError, FencedError, HudiSinkError, TableFormatError
+from hudi_sink.shared.hudi.offsets import offsets_from_metadata
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.kafka.channel import ControlEndpoint
+from hudi_sink.shared.kafka.partition_key import PartitionKey
+from hudi_sink.shared.kafka.protocol import Envelope, Role
+from hudi_sink.shared.runtime.metrics import Metrics
+from hudi_sink.shared.runtime.states import CoordinatorPhase
 
 __all__ = ["Leadership"]
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.coordinator.commit_state import CommitState
-from shared.errors import IllegalTransition
-from shared.states import COORDINATOR_TRANSITIONS, CoordinatorPhase, StateMachine
+from hudi_sink.services.coordinator.commit_state import CommitState
+from hudi_sink.shared.errors import IllegalTransition
+from hudi_sink.shared.runtime.states import COORDINATOR_TRANSITIONS, CoordinatorPhase, StateMachine
 
 __all__ = ["Open", "Closed", "Phase", "PhaseMachine", "OPEN_PHASES", "UNDECIDED_PHASES"]
 

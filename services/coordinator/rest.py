@@ -16,7 +16,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from services.coordinator.views import CurrentTransaction, TransactionView
+from hudi_sink.services.coordinator.views import CurrentTransaction, TransactionView
 
 __all__ = [
     "ActionResponse", "TransactionControl", "build_router", "MaintenanceControl",

@@ -27,31 +27,31 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from fastapi import APIRouter
 
-from services.coordinator.commit_state import AbortReason, CommitState
-from services.coordinator.committer import TableCommitter
-from services.coordinator.disposal import StagedFileDisposal
-from services.coordinator.election import LeaderElection
-from services.coordinator.history import TransactionHistory, inflight_view
-from services.coordinator.leadership import Leadership
-from services.coordinator.maintenance.routine import MaintenanceRoutine
-from services.coordinator.phase import PhaseMachine
-from services.coordinator.rest import build_maintenance_router, build_router
-from services.coordinator.transaction import Clock, DriverContext, Outgoing, TransactionDriver
-from services.coordinator.views import CurrentTransaction, TransactionView, current_transaction
-from shared.channel import ControlEndpoint
-from shared.clients import KafkaClientFactory
-from shared.config import SinkConfig
-from shared.deletion import DeletionBacklog, IntentSender, KafkaDisposal
-from shared.errors import HudiSinkBug, HudiSinkError
-from shared.faults import Faults
-from shared.hudi.table import HudiTable
-from shared.kafka import TopicAdmin
-from shared.lifecycle import ServiceShell, kafka_prelude
-from shared.partition_key import PartitionKey
-from shared.protocol import Role, Sender
-from shared.sink_log_state import EntryKind
-from shared.states import CoordinatorPhase
-from shared.storage import filesystem_for
+from hudi_sink.services.coordinator.commit_state import AbortReason, CommitState
+from hudi_sink.services.coordinator.committer import TableCommitter
+from hudi_sink.services.coordinator.disposal import StagedFileDisposal
+from hudi_sink.services.coordinator.election import LeaderElection
+from hudi_sink.services.coordinator.history import TransactionHistory, inflight_view
+from hudi_sink.services.coordinator.leadership import Leadership
+from hudi_sink.services.coordinator.maintenance.routine import MaintenanceRoutine
+from hudi_sink.services.coordinator.phase import PhaseMachine
+from hudi_sink.services.coordinator.rest import build_maintenance_router, build_router
+from hudi_sink.services.coordinator.transaction import Clock, DriverContext, Outgoing, TransactionDriver
+from hudi_sink.services.coordinator.views import CurrentTransaction, TransactionView, current_transaction
+from hudi_sink.shared.config.settings import SinkConfig
+from hudi_sink.shared.deletion.sender import DeletionBacklog, IntentSender, KafkaDisposal
+from hudi_sink.shared.errors import HudiSinkBug, HudiSinkError
+from hudi_sink.shared.hudi.sink_log_state import EntryKind
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.kafka.channel import ControlEndpoint
+from hudi_sink.shared.kafka.clients import KafkaClientFactory
+from hudi_sink.shared.kafka.connection import TopicAdmin
+from hudi_sink.shared.kafka.partition_key import PartitionKey
+from hudi_sink.shared.kafka.protocol import Role, Sender
+from hudi_sink.shared.runtime.faults import Faults
+from hudi_sink.shared.runtime.lifecycle import ServiceShell, kafka_prelude
+from hudi_sink.shared.runtime.states import CoordinatorPhase
+from hudi_sink.shared.storage.backend import filesystem_for
 
 __all__ = ["CoordinatorService", "CoordinatorClients", "CoordinatorParts"]
 

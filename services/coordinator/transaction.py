@@ -20,18 +20,17 @@ from dataclasses import dataclass, field
 
 from aiokafka.errors import KafkaError
 
-from services.coordinator.commit_metadata import PlannedCommit, plan_commit
-from services.coordinator.commit_state import AbortReason, CommitState, StatusOutcome
-from services.coordinator.committer import RecoveryReport, TableCommitter
-from services.coordinator.history import TransactionHistory, transaction_view
-from services.coordinator.instants import reserve_instant
-from services.coordinator.phase import UNDECIDED_PHASES, Closed, Open, PhaseMachine
-from services.coordinator.views import TransactionView
-from shared.config import SinkConfig
-from shared.hudi.table import HudiTable
-from shared.metrics import Metrics
-from shared.partition_key import PartitionKey, key_text, keys_text, offsets_text
-from shared.protocol import (
+from hudi_sink.services.coordinator.commit_metadata import PlannedCommit, plan_commit
+from hudi_sink.services.coordinator.commit_state import AbortReason, CommitState, StatusOutcome
+from hudi_sink.services.coordinator.committer import RecoveryReport, TableCommitter
+from hudi_sink.services.coordinator.history import TransactionHistory, transaction_view
+from hudi_sink.services.coordinator.instants import reserve_instant
+from hudi_sink.services.coordinator.phase import UNDECIDED_PHASES, Closed, Open, PhaseMachine
+from hudi_sink.services.coordinator.views import TransactionView
+from hudi_sink.shared.config.settings import SinkConfig
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.kafka.partition_key import PartitionKey, key_text, keys_text, offsets_text
+from hudi_sink.shared.kafka.protocol import (
     AckCommit,
     EndCommit,
     Envelope,
@@ -41,8 +40,9 @@ from shared.protocol import (
     TopicPartition,
     WriteStatus,
 )
-from shared.schema import TableSchema
-from shared.states import CoordinatorPhase
+from hudi_sink.shared.runtime.metrics import Metrics
+from hudi_sink.shared.runtime.states import CoordinatorPhase
+from hudi_sink.shared.schema.table_schema import TableSchema
 
 __all__ = ["TransactionDriver", "DriverContext", "Outgoing", "Reply", "Clock"]
 

@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from services.coordinator.commit_state import CommitState
-from shared.partition_key import key_text
-from shared.states import CoordinatorPhase
+from hudi_sink.services.coordinator.commit_state import CommitState
+from hudi_sink.shared.kafka.partition_key import key_text
+from hudi_sink.shared.runtime.states import CoordinatorPhase
 
 __all__ = ["TransactionView", "CurrentTransaction", "current_transaction"]
 

@@ -10,10 +10,10 @@ from enum import StrEnum
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from services.deleter.table_state import TableStateCache
-from shared.deletion import IntentSender
-from shared.fs import FileSystem
-from shared.metrics import Metrics
+from hudi_sink.services.deleter.table_state import TableStateCache
+from hudi_sink.shared.deletion.sender import IntentSender
+from hudi_sink.shared.runtime.metrics import Metrics
+from hudi_sink.shared.storage.fs import FileSystem
 
 __all__ = ["DeleterContext", "DeleterClients", "Tally", "Counted"]
 

@@ -38,18 +38,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from services.deleter.table_state import (
+from hudi_sink.services.deleter.table_state import (
     META_DIR,
-    PARTITION_METADATA_FILE,
     TEMP_PREFIX,
     TableSnapshot,
-    instant_key,
     normalize,
     own_instant,
     relative_path,
 )
-from shared.deletion_intent import DeletionReason, PendingDelete
-from shared.fs import FileInfo
+from hudi_sink.shared.deletion.intent import DeletionReason, PendingDelete
+from hudi_sink.shared.hudi.layout import PARTITION_METADATA_FILE
+from hudi_sink.shared.hudi.naming import instant_key
+from hudi_sink.shared.storage.fs import FileInfo
 
 __all__ = ["Outcome", "Decision", "decide"]
 

@@ -18,15 +18,15 @@ import orjson
 from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
-from services.deleter.context import Counted, DeleterContext
-from services.deleter.errors import ServiceUnavailable
-from services.deleter.views import DlqEntry, ReplayResult
-from shared.clients import KafkaClientFactory
-from shared.config import SinkConfig
-from shared.deletion import IntentSender
-from shared.deletion_intent import DeletionDecodeError, IntentHeaders, PendingDelete
-from shared.errors import HudiSinkError
-from shared.hudi import layout
+from hudi_sink.services.deleter.context import Counted, DeleterContext
+from hudi_sink.services.deleter.errors import ServiceUnavailable
+from hudi_sink.services.deleter.views import DlqEntry, ReplayResult
+from hudi_sink.shared.config.settings import SinkConfig
+from hudi_sink.shared.deletion.intent import DeletionDecodeError, IntentHeaders, PendingDelete
+from hudi_sink.shared.deletion.sender import IntentSender
+from hudi_sink.shared.errors import HudiSinkError
+from hudi_sink.shared.hudi import layout
+from hudi_sink.shared.kafka.clients import KafkaClientFactory
 
 __all__ = ["DeletionDlq"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.errors import HudiSinkError
+from hudi_sink.shared.errors import HudiSinkError
 
 __all__ = ["ServiceUnavailable"]
 

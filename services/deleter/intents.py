@@ -26,10 +26,10 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
-from services.deleter.context import Counted, DeleterClients
-from services.deleter.settle import Effect, Settler
-from shared.config import SinkConfig
-from shared.deletion_intent import DeletionDecodeError, IntentHeaders, PendingDelete
+from hudi_sink.services.deleter.context import Counted, DeleterClients
+from hudi_sink.services.deleter.settle import Effect, Settler
+from hudi_sink.shared.config.settings import SinkConfig
+from hudi_sink.shared.deletion.intent import DeletionDecodeError, IntentHeaders, PendingDelete
 
 __all__ = ["IntentLoop"]
 

@@ -20,14 +20,14 @@ import posixpath
 
 from aiokafka.errors import KafkaError
 
-from services.deleter.context import Counted, DeleterContext
-from services.deleter.errors import ServiceUnavailable
-from services.deleter.table_state import own_instant, relative_path, scan_orphans
-from services.deleter.views import OrphanView, ReconcileResult
-from shared.config import DeletionConfig
-from shared.deletion import IntentSender
-from shared.deletion_intent import DeletionReason, PendingDelete
-from shared.hudi.naming import parse_base_file_name
+from hudi_sink.services.deleter.context import Counted, DeleterContext
+from hudi_sink.services.deleter.errors import ServiceUnavailable
+from hudi_sink.services.deleter.table_state import own_instant, relative_path, scan_orphans
+from hudi_sink.services.deleter.views import OrphanView, ReconcileResult
+from hudi_sink.shared.config.settings import DeletionConfig
+from hudi_sink.shared.deletion.intent import DeletionReason, PendingDelete
+from hudi_sink.shared.deletion.sender import IntentSender
+from hudi_sink.shared.hudi.naming import parse_base_file_name
 
 __all__ = ["Reconciler"]
 

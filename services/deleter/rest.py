@@ -11,8 +11,8 @@ from typing import Any, Protocol
 
 from fastapi import APIRouter, HTTPException, Query
 
-from services.deleter.errors import ServiceUnavailable
-from services.deleter.views import DeletionStats, DlqEntry, ReconcileResult, ReplayResult
+from hudi_sink.services.deleter.errors import ServiceUnavailable
+from hudi_sink.services.deleter.views import DeletionStats, DlqEntry, ReconcileResult, ReplayResult
 
 __all__ = ["DeletionControl", "build_router"]
 

@@ -35,13 +35,13 @@ from dataclasses import dataclass
 import orjson
 from aiokafka.errors import KafkaError
 
-from services.deleter.context import DeleterContext
-from services.deleter.errors import ServiceUnavailable
-from shared.config import DeletionConfig
-from shared.errors import HudiSinkError
-from shared.fs import FileSystem
-from shared.hudi import layout
-from shared.lifecycle import periodically
+from hudi_sink.services.deleter.context import DeleterContext
+from hudi_sink.services.deleter.errors import ServiceUnavailable
+from hudi_sink.shared.config.settings import DeletionConfig
+from hudi_sink.shared.errors import HudiSinkError
+from hudi_sink.shared.hudi import layout
+from hudi_sink.shared.runtime.lifecycle import periodically
+from hudi_sink.shared.storage.fs import FileSystem
 
 __all__ = ["Schedule", "ScheduledWork"]
 

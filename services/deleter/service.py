@@ -25,26 +25,26 @@ from typing import Any
 from aiokafka.structs import TopicPartition
 from fastapi import APIRouter
 
-from services.deleter.context import Counted, DeleterClients, DeleterContext, Tally
-from services.deleter.dlq import DeletionDlq
-from services.deleter.errors import ServiceUnavailable
-from services.deleter.intents import IntentLoop
-from services.deleter.reconcile import Reconciler
-from services.deleter.rest import build_router
-from services.deleter.schedule import Schedule, ScheduledWork
-from services.deleter.settle import Effect, Settler
-from services.deleter.staging import StagingSweeper
-from services.deleter.table_state import TableStateCache
-from services.deleter.views import DeletionStats, DlqEntry, ReconcileResult, ReplayResult
-from shared.clients import KafkaClientFactory
-from shared.config import SinkConfig
-from shared.deletion import IntentSender
-from shared.fs import FileSystem
-from shared.lifecycle import ServiceShell, kafka_prelude
-from shared.states import ServicePhase
-from shared.storage import filesystem_for
+from hudi_sink.services.deleter.context import Counted, DeleterClients, DeleterContext, Tally
+from hudi_sink.services.deleter.dlq import DeletionDlq
+from hudi_sink.services.deleter.errors import ServiceUnavailable
+from hudi_sink.services.deleter.intents import IntentLoop
+from hudi_sink.services.deleter.reconcile import Reconciler
+from hudi_sink.services.deleter.rest import build_router
+from hudi_sink.services.deleter.schedule import Schedule, ScheduledWork
+from hudi_sink.services.deleter.settle import Effect, Settler
+from hudi_sink.services.deleter.staging import StagingSweeper
+from hudi_sink.services.deleter.table_state import TableStateCache
+from hudi_sink.services.deleter.views import DeletionStats, DlqEntry, ReconcileResult, ReplayResult
+from hudi_sink.shared.config.settings import SinkConfig
+from hudi_sink.shared.deletion.sender import IntentSender
+from hudi_sink.shared.kafka.clients import KafkaClientFactory
+from hudi_sink.shared.runtime.lifecycle import ServiceShell, kafka_prelude
+from hudi_sink.shared.runtime.states import ServicePhase
+from hudi_sink.shared.storage.backend import filesystem_for
+from hudi_sink.shared.storage.fs import FileSystem
 
-__all__ = ["DeleterService", "DeleterClients"]
+__all__ = ["DeleterService"]
 
 log = logging.getLogger("hudi_sink.deleter")
 

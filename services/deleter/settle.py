@@ -14,13 +14,13 @@ import logging
 from dataclasses import dataclass
 from enum import StrEnum
 
-from services.deleter.context import Counted, DeleterContext
-from services.deleter.decision import Decision, Outcome, decide
-from services.deleter.staging import finished_reason, remove_if_empty, staging_dir_of
-from services.deleter.table_state import TableSnapshot, own_instant, relative_path
-from shared.deletion_intent import PendingDelete
-from shared.errors import HudiSinkError
-from shared.fs import FileInfo
+from hudi_sink.services.deleter.context import Counted, DeleterContext
+from hudi_sink.services.deleter.decision import Decision, Outcome, decide
+from hudi_sink.services.deleter.staging import finished_reason, remove_if_empty, staging_dir_of
+from hudi_sink.services.deleter.table_state import TableSnapshot, own_instant, relative_path
+from hudi_sink.shared.deletion.intent import PendingDelete
+from hudi_sink.shared.errors import HudiSinkError
+from hudi_sink.shared.storage.fs import FileInfo
 
 __all__ = ["Effect", "Verdict", "Settler"]
 

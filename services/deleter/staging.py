@@ -32,11 +32,11 @@ import posixpath
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from services.deleter.context import Counted, DeleterContext
-from services.deleter.table_state import TEMP_PREFIX, TableSnapshot, relative_path
-from shared.deletion_intent import DeletionReason, PendingDelete, intent_for_staged_file
-from shared.fs import FileInfo, FileSystem
-from shared.hudi.naming import is_instant_time
+from hudi_sink.services.deleter.context import Counted, DeleterContext
+from hudi_sink.services.deleter.table_state import TEMP_PREFIX, TableSnapshot, relative_path
+from hudi_sink.shared.deletion.intent import DeletionReason, PendingDelete, intent_for_staged_file
+from hudi_sink.shared.hudi.naming import is_instant_time
+from hudi_sink.shared.storage.fs import FileInfo, FileSystem
 
 __all__ = [
     "StagingSweeper",

@@ -25,25 +25,18 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from shared.fs import FileInfo, FileSystem
-from shared.hudi import layout
-from shared.hudi.layout import PARTITION_METADATA_FILE, InstantState
-from shared.hudi.naming import instant_key, is_instant_time, parse_base_file_name
-from shared.hudi.replace import ReplaceTimeline, replaced_groups
-from shared.hudi.table import HudiTable
-from shared.sink_log import EntryKind, SinkLog, SinkLogState
-from shared.sink_log_state import commit_finished
+from hudi_sink.shared.hudi import layout
+from hudi_sink.shared.hudi.layout import PARTITION_METADATA_FILE, InstantState
+from hudi_sink.shared.hudi.naming import instant_key, is_instant_time, parse_base_file_name
+from hudi_sink.shared.hudi.replace import ReplaceTimeline, replaced_groups
+from hudi_sink.shared.hudi.sink_log import SinkLog
+from hudi_sink.shared.hudi.sink_log_state import EntryKind, SinkLogState, commit_finished
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.storage.fs import FileInfo, FileSystem
 
 __all__ = [
-    "TableSnapshot",
-    "TableStateCache",
-    "OrphanCandidate",
-    "load_snapshot",
-    "scan_orphans",
-    "instant_key",
-    "own_instant",
-    "relative_path",
-    "PARTITION_METADATA_FILE",
+    "TableSnapshot", "TableStateCache", "OrphanCandidate", "load_snapshot", "scan_orphans",
+    "own_instant", "relative_path"
 ]
 
 META_DIR = layout.METAFOLDER

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from aiokafka import TopicPartition as KafkaTopicPartition
 
-from services.participant.transaction import TransactionParticipant
-from shared.partition_key import PartitionKey
+from hudi_sink.services.participant.transaction import TransactionParticipant
+from hudi_sink.shared.kafka.partition_key import PartitionKey
 
 __all__ = ["PartitionRegistry", "AppliedAssignment"]
 

@@ -25,9 +25,9 @@ from typing import Any
 
 from fastavro import parse_schema, schemaless_reader
 
-from services.participant.avro_limits import unsafe_schema
-from services.participant.decoded import INVALID_AVRO, UNKNOWN_SCHEMA_ID, Deferred, Rejected
-from shared.schema_registry import RegistryUnavailable, UnknownSchemaId, WriterSchemas
+from hudi_sink.services.participant.avro_limits import unsafe_schema
+from hudi_sink.services.participant.decoded import INVALID_AVRO, UNKNOWN_SCHEMA_ID, Deferred, Rejected
+from hudi_sink.shared.schema.registry import RegistryUnavailable, UnknownSchemaId, WriterSchemas
 
 __all__ = ["AvroValues", "MAGIC"]
 

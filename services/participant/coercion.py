@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from services.participant.decoded import (
+from hudi_sink.services.participant.decoded import (
     INVALID_DATE,
     INVALID_DECIMAL,
     INVALID_TIMESTAMP,
@@ -31,7 +31,7 @@ from services.participant.decoded import (
     Rejected,
     Unreadable,
 )
-from shared.schema import Column, ColumnKind
+from hudi_sink.shared.schema.table_schema import Column, ColumnKind
 
 __all__ = ["Converter", "column_plan", "column_converter", "describe"]
 

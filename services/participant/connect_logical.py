@@ -30,7 +30,7 @@ from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
 
-from services.participant.decoded import Unreadable
+from hudi_sink.services.participant.decoded import Unreadable
 
 __all__ = ["ConnectSchemaTooDeep", "payload_plan", "MAX_DEPTH"]
 

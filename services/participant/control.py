@@ -21,12 +21,12 @@ from collections.abc import Iterable
 from aiokafka import TopicPartition as KafkaTopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
-from services.participant.intake import Intake
-from services.participant.reports import Reporter
-from services.participant.runtime import Runtime
-from services.participant.transaction import TransactionParticipant
-from shared.protocol import AckCommit, EndCommit, Envelope, Role, StartCommit, TopicPartition
-from shared.states import PartitionPhase
+from hudi_sink.services.participant.intake import Intake
+from hudi_sink.services.participant.reports import Reporter
+from hudi_sink.services.participant.runtime import Runtime
+from hudi_sink.services.participant.transaction import TransactionParticipant
+from hudi_sink.shared.kafka.protocol import AckCommit, EndCommit, Envelope, Role, StartCommit, TopicPartition
+from hudi_sink.shared.runtime.states import PartitionPhase
 
 __all__ = ["ControlHandler"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from services.participant.decoder import Rejected
-from shared.dlq_headers import (
+from hudi_sink.services.participant.decoded import Rejected
+from hudi_sink.shared.kafka.dlq_headers import (
     HEADER_ERROR_CLASS,
     HEADER_ERROR_MESSAGE,
     HEADER_SOURCE_OFFSET,

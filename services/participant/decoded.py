@@ -16,7 +16,14 @@ from operator import itemgetter
 
 import pyarrow as pa
 
-from shared.schema import KAFKA_KEY, KAFKA_OFFSET, KAFKA_PARTITION, KAFKA_TIMESTAMP, KAFKA_TOPIC, TableSchema
+from hudi_sink.shared.schema.table_schema import (
+    KAFKA_KEY,
+    KAFKA_OFFSET,
+    KAFKA_PARTITION,
+    KAFKA_TIMESTAMP,
+    KAFKA_TOPIC,
+    TableSchema,
+)
 
 __all__ = [
     "Decoded",

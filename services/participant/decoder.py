@@ -47,8 +47,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from services.participant.coercion import column_converter
-from services.participant.decoded import (
+from hudi_sink.services.participant.coercion import column_converter
+from hudi_sink.services.participant.decoded import (
     DECODE_ERROR,
     MISSING_RECORD_KEY,
     MISSING_REQUIRED_FIELD,
@@ -59,20 +59,18 @@ from services.participant.decoded import (
     Rejected,
     Row,
     Skipped,
-    rows_to_arrow,
 )
-from services.participant.json_format import (
+from hudi_sink.services.participant.json_format import (
     parse_connect_envelope,
     parse_connect_envelope_exact,
     parse_object,
     parse_object_exact,
 )
-from shared.errors import InvalidPartitionValue
-from shared.hudi.naming import MAX_DIR_NAME_BYTES, partition_path
-from shared.schema import Column, ColumnKind, TableSchema
+from hudi_sink.shared.errors import InvalidPartitionValue
+from hudi_sink.shared.hudi.naming import MAX_DIR_NAME_BYTES, partition_path
+from hudi_sink.shared.schema.table_schema import Column, ColumnKind, TableSchema
 
-__all__ = ["RecordDecoder", "Decoded", "Row", "Skipped", "Rejected", "Deferred", "rows_to_arrow",
-           "ValueParser"]
+__all__ = ["RecordDecoder", "ValueParser"]
 
 ValueParser = Callable[[bytes], "dict[str, Any] | Rejected | Deferred | None"]
 """The wire format: a value's bytes → its dict of values, why not, or None (a tombstone)."""

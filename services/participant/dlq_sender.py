@@ -32,13 +32,12 @@ from dataclasses import dataclass, field
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from services.participant.dead_letters import DeadLetter
-from shared.dlq_headers import HEADER_VALUE_TRUNCATED
-from shared.errors import HudiSinkError
-from shared.partition_key import PartitionKey
+from hudi_sink.services.participant.dead_letters import DeadLetter
+from hudi_sink.shared.errors import HudiSinkError
+from hudi_sink.shared.kafka.dlq_headers import HEADER_VALUE_TRUNCATED
+from hudi_sink.shared.kafka.partition_key import PartitionKey
 
-__all__ = ["DeadLetterSender", "DeadLetterSendError", "DEFAULT_BUDGET_BYTES",
-           "HEADER_VALUE_TRUNCATED", "MAX_VALUE_BYTES"]
+__all__ = ["DeadLetterSender", "DeadLetterSendError", "DEFAULT_BUDGET_BYTES", "MAX_VALUE_BYTES"]
 
 log = logging.getLogger("hudi_sink.participant.dlq")
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from services.participant.decoded import Row, rows_to_arrow
-from shared.hudi.naming import base_file_name, new_file_id, partition_path, write_token
-from shared.schema import TableSchema
-from shared.spark_writer import PART_COLUMN, PlannedFile
+from hudi_sink.services.participant.decoded import Row, rows_to_arrow
+from hudi_sink.services.participant.spark_writer import PART_COLUMN, PlannedFile
+from hudi_sink.shared.hudi.naming import base_file_name, new_file_id, partition_path, write_token
+from hudi_sink.shared.schema.table_schema import TableSchema
 
 __all__ = ["FlushInput", "PreparedFlush", "prepare_flush", "name_flush", "plan_flush"]
 

@@ -4,7 +4,7 @@ Spark runs in worker threads (never on the event loop), at most ``MAX_CONCURRENT
 jobs at once; flushes that wait for one share the next (:mod:`.spark_jobs`). Each flush is
 retried with back-off, since its rows exist only in memory; the
 caller decides what a flush that failed for good means for the partition (it gives the
-instant up). The back-off is the process's retry policy (``shared.retry``: first wait
+instant up). The back-off is the process's retry policy (``shared.runtime.retry``: first wait
 ``service.retry_backoff_ms``, doubling; given up after ``FLUSH_ATTEMPTS`` attempts or
 ``service.retry_timeout_ms``, whichever comes first). A flush for an instant its partition
 no longer holds is refused before it writes anything: nothing would ever list its files.
@@ -19,18 +19,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from services.participant.flush_plan import FlushInput, name_flush, prepare_flush
-from services.participant.spark_jobs import SparkJobs
-from services.participant.transaction import PendingBuffer, TransactionParticipant
-from shared.config import SinkConfig
-from shared.faults import ENV as FAULTS_ENV
-from shared.faults import Faults
-from shared.hudi.table import HudiTable
-from shared.metrics import Metrics
-from shared.protocol import StagedFile
-from shared.retry import retrying
-from shared.schema import TableSchema
-from shared.spark_writer import SparkWriteError, SparkWriter, WrittenFile
+from hudi_sink.services.participant.flush_plan import FlushInput, name_flush, prepare_flush
+from hudi_sink.services.participant.spark_jobs import SparkJobs
+from hudi_sink.services.participant.spark_writer import SparkWriteError, SparkWriter, WrittenFile
+from hudi_sink.services.participant.transaction import PendingBuffer, TransactionParticipant
+from hudi_sink.shared.config.settings import SinkConfig
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.kafka.protocol import StagedFile
+from hudi_sink.shared.runtime.faults import ENV as FAULTS_ENV
+from hudi_sink.shared.runtime.faults import Faults
+from hudi_sink.shared.runtime.metrics import Metrics
+from hudi_sink.shared.runtime.retry import retrying
+from hudi_sink.shared.schema.table_schema import TableSchema
 
 __all__ = ["Flusher", "FlushResult", "MAX_CONCURRENT_FLUSHES", "FLUSH_ATTEMPTS"]
 

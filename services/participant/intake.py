@@ -22,14 +22,14 @@ from typing import Any, Protocol
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka import TopicPartition as KafkaTopicPartition
 
-from services.participant.assignment import PartitionRegistry
-from services.participant.flusher import MAX_CONCURRENT_FLUSHES, Flusher
-from services.participant.reports import Reporter
-from services.participant.runtime import Runtime
-from services.participant.transaction import PendingBuffer, TransactionParticipant
-from shared.partition_key import PartitionKey
-from shared.protocol import TopicPartition
-from shared.states import PartitionPhase
+from hudi_sink.services.participant.assignment import PartitionRegistry
+from hudi_sink.services.participant.flusher import MAX_CONCURRENT_FLUSHES, Flusher
+from hudi_sink.services.participant.reports import Reporter
+from hudi_sink.services.participant.runtime import Runtime
+from hudi_sink.services.participant.transaction import PendingBuffer, TransactionParticipant
+from hudi_sink.shared.kafka.partition_key import PartitionKey
+from hudi_sink.shared.kafka.protocol import TopicPartition
+from hudi_sink.shared.runtime.states import PartitionPhase
 
 __all__ = ["Intake", "RebalanceSignal", "SchemaFetches"]
 

@@ -30,9 +30,9 @@ from typing import Any
 
 import orjson
 
-from services.participant.coercion import describe
-from services.participant.connect_logical import ConnectSchemaTooDeep, payload_plan
-from services.participant.decoded import (
+from hudi_sink.services.participant.coercion import describe
+from hudi_sink.services.participant.connect_logical import ConnectSchemaTooDeep, payload_plan
+from hudi_sink.services.participant.decoded import (
     INVALID_JSON,
     INVALID_UTF8,
     NOT_AN_ENVELOPE,

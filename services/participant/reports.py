@@ -20,12 +20,12 @@ from dataclasses import dataclass
 
 from aiokafka.errors import KafkaError
 
-from services.participant.dlq_sender import DeadLetterSendError
-from services.participant.runtime import Runtime
-from services.participant.transaction import TransactionParticipant
-from shared.config import TransactionConfig
-from shared.protocol import ParticipantReady, TopicPartition
-from shared.states import PartitionPhase
+from hudi_sink.services.participant.dlq_sender import DeadLetterSendError
+from hudi_sink.services.participant.runtime import Runtime
+from hudi_sink.services.participant.transaction import TransactionParticipant
+from hudi_sink.shared.config.settings import TransactionConfig
+from hudi_sink.shared.kafka.protocol import ParticipantReady, TopicPartition
+from hudi_sink.shared.runtime.states import PartitionPhase
 
 __all__ = ["Epochs", "Reporter"]
 

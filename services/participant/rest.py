@@ -11,7 +11,7 @@ from typing import Protocol
 
 from fastapi import APIRouter
 
-from services.participant.views import PartitionView
+from hudi_sink.services.participant.views import PartitionView
 
 __all__ = ["PartitionSource", "build_router"]
 

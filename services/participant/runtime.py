@@ -18,10 +18,10 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from services.participant.assignment import PartitionRegistry
-from services.participant.dlq_sender import DeadLetterSender
-from shared.channel import ControlEndpoint
-from shared.metrics import Metrics
+from hudi_sink.services.participant.assignment import PartitionRegistry
+from hudi_sink.services.participant.dlq_sender import DeadLetterSender
+from hudi_sink.shared.kafka.channel import ControlEndpoint
+from hudi_sink.shared.runtime.metrics import Metrics
 
 __all__ = ["ParticipantClients", "BackgroundTasks", "Runtime", "Clock"]
 

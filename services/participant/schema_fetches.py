@@ -29,8 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shared.errors import HudiSinkError
-from shared.schema_registry import RegistryUnavailable, UnknownSchemaId, WriterSchemas
+from hudi_sink.shared.errors import HudiSinkError
+from hudi_sink.shared.schema.registry import RegistryUnavailable, UnknownSchemaId, WriterSchemas
 
 __all__ = ["BackgroundSchemas", "SchemaPending", "MAX_FETCHES"]
 

@@ -30,32 +30,32 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from services.participant.assignment import PartitionRegistry
-from services.participant.avro_format import AvroValues
-from services.participant.control import ControlHandler
-from services.participant.decoder import RecordDecoder
-from services.participant.dlq_sender import DeadLetterSender
-from services.participant.flusher import Flusher
-from services.participant.intake import Intake, RebalanceSignal
-from services.participant.reports import Reporter
-from services.participant.rest import build_router
-from services.participant.runtime import BackgroundTasks, Clock, ParticipantClients, Runtime
-from services.participant.schema_fetches import BackgroundSchemas
-from services.participant.transaction import TransactionParticipant
-from services.participant.views import PartitionView
-from shared.clients import KafkaClientFactory
-from shared.config import SinkConfig
-from shared.faults import Faults
-from shared.hudi import layout
-from shared.hudi.table import HudiTable
-from shared.lifecycle import ServiceShell, kafka_prelude
-from shared.protocol import Role, Sender
-from shared.schema_registry import writer_schemas
-from shared.staging_upload import writer_for
-from shared.storage import filesystem_for
-from shared.threads import in_daemon_thread
+from hudi_sink.services.participant.assignment import PartitionRegistry
+from hudi_sink.services.participant.avro_format import AvroValues
+from hudi_sink.services.participant.control import ControlHandler
+from hudi_sink.services.participant.decoder import RecordDecoder
+from hudi_sink.services.participant.dlq_sender import DeadLetterSender
+from hudi_sink.services.participant.flusher import Flusher
+from hudi_sink.services.participant.intake import Intake, RebalanceSignal
+from hudi_sink.services.participant.reports import Reporter
+from hudi_sink.services.participant.rest import build_router
+from hudi_sink.services.participant.runtime import BackgroundTasks, Clock, ParticipantClients, Runtime
+from hudi_sink.services.participant.schema_fetches import BackgroundSchemas
+from hudi_sink.services.participant.staging_upload import writer_for
+from hudi_sink.services.participant.transaction import TransactionParticipant
+from hudi_sink.services.participant.views import PartitionView
+from hudi_sink.shared.config.settings import SinkConfig
+from hudi_sink.shared.hudi import layout
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.kafka.clients import KafkaClientFactory
+from hudi_sink.shared.kafka.protocol import Role, Sender
+from hudi_sink.shared.runtime.faults import Faults
+from hudi_sink.shared.runtime.lifecycle import ServiceShell, kafka_prelude
+from hudi_sink.shared.runtime.threads import in_daemon_thread
+from hudi_sink.shared.schema.registry import writer_schemas
+from hudi_sink.shared.storage.backend import filesystem_for
 
-__all__ = ["ParticipantService", "ParticipantClients"]
+__all__ = ["ParticipantService"]
 
 log = logging.getLogger("hudi_sink.participant")
 

@@ -34,9 +34,15 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shared.errors import SparkHungError
-from shared.spark_writer import PART_COLUMN, PlannedFile, SparkWriteError, SparkWriter, WrittenFile
-from shared.threads import in_daemon_thread
+from hudi_sink.services.participant.spark_writer import (
+    PART_COLUMN,
+    PlannedFile,
+    SparkWriteError,
+    SparkWriter,
+    WrittenFile,
+)
+from hudi_sink.shared.errors import SparkHungError
+from hudi_sink.shared.runtime.threads import in_daemon_thread
 
 __all__ = ["SparkJobs"]
 

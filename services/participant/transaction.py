@@ -21,12 +21,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.participant.dead_letters import DeadLetter
-from services.participant.decoded import Deferred, Rejected, Row, Skipped, add_kafka_metadata
-from services.participant.decoder import RecordDecoder
-from shared.partition_key import PartitionKey
-from shared.protocol import StagedFile, WriteStatus
-from shared.states import PARTITION_TRANSITIONS, PartitionPhase, StateMachine
+from hudi_sink.services.participant.dead_letters import DeadLetter
+from hudi_sink.services.participant.decoded import Deferred, Rejected, Row, Skipped, add_kafka_metadata
+from hudi_sink.services.participant.decoder import RecordDecoder
+from hudi_sink.shared.kafka.partition_key import PartitionKey
+from hudi_sink.shared.kafka.protocol import StagedFile, WriteStatus
+from hudi_sink.shared.runtime.states import PARTITION_TRANSITIONS, PartitionPhase, StateMachine
 
 __all__ = ["TransactionParticipant", "PendingBuffer", "DRAIN_MIN_S", "DRAIN_MAX_S"]
 

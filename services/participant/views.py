@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from services.participant.transaction import TransactionParticipant
+from hudi_sink.services.participant.transaction import TransactionParticipant
 
 __all__ = ["PartitionView"]
 

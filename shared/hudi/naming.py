@@ -12,7 +12,7 @@ import uuid
 from datetime import UTC, date, datetime, time, timedelta
 from typing import NamedTuple
 
-from shared.errors import InvalidPartitionValue, TableFormatError
+from hudi_sink.shared.errors import InvalidPartitionValue, TableFormatError
 
 __all__ = [
     "HIVE_DEFAULT_PARTITION",

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from shared.errors import TableFormatError
-from shared.partition_key import PartitionKey
+from hudi_sink.shared.errors import TableFormatError
+from hudi_sink.shared.kafka.partition_key import PartitionKey
 
 __all__ = [
     "KAFKA_COMMIT_OFFSETS_KEY",

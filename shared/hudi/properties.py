@@ -5,20 +5,12 @@ from __future__ import annotations
 
 import zlib
 
-from shared.config import TableConfig
-from shared.errors import ConfigError, TableFormatError
-from shared.hudi import layout
-from shared.java_properties import format_properties, parse_properties
-from shared.schema import TableSchema
+from hudi_sink.shared.config.settings import TableConfig
+from hudi_sink.shared.errors import ConfigError, TableFormatError
+from hudi_sink.shared.hudi import layout
+from hudi_sink.shared.schema.table_schema import TableSchema
 
-__all__ = [
-    "TABLE_VERSION",
-    "TIMELINE_LAYOUT_VERSION",
-    "format_properties",
-    "parse_properties",
-    "table_properties",
-    "validate_properties",
-]
+__all__ = ["TABLE_VERSION", "TIMELINE_LAYOUT_VERSION", "table_properties", "validate_properties"]
 
 TABLE_VERSION = "6"
 TIMELINE_LAYOUT_VERSION = "1"

@@ -30,12 +30,12 @@ from typing import Any
 
 import orjson
 
-from shared.errors import TableFormatError
-from shared.hudi import layout
-from shared.hudi.layout import Instant, InstantState
-from shared.hudi.naming import ensure_inside, is_instant_time
-from shared.hudi.table import HudiTable
-from shared.hudi.write_stats import WriteStat, build_commit_metadata, check_stat, stats_of
+from hudi_sink.shared.errors import TableFormatError
+from hudi_sink.shared.hudi import layout
+from hudi_sink.shared.hudi.layout import Instant, InstantState
+from hudi_sink.shared.hudi.naming import ensure_inside, is_instant_time
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.hudi.write_stats import WriteStat, build_commit_metadata, check_stat, stats_of
 
 __all__ = [
     "CLUSTER_OPERATION",

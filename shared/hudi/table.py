@@ -24,20 +24,16 @@ from typing import Any
 
 import orjson
 
-from shared.config import TableConfig
-from shared.errors import TableFormatError
-from shared.fs import FileSystem
-from shared.hudi import layout
-from shared.hudi.layout import Instant, InstantState
-from shared.hudi.naming import ensure_inside, instant_key, is_instant_time, parse_base_file_name
-from shared.hudi.properties import (
-    format_properties,
-    parse_properties,
-    table_properties,
-    validate_properties,
-)
-from shared.hudi.write_stats import WriteStat, build_commit_metadata, check_stat, stats_of
-from shared.schema import TableSchema
+from hudi_sink.shared.config.java_properties import format_properties, parse_properties
+from hudi_sink.shared.config.settings import TableConfig
+from hudi_sink.shared.errors import TableFormatError
+from hudi_sink.shared.hudi import layout
+from hudi_sink.shared.hudi.layout import Instant, InstantState
+from hudi_sink.shared.hudi.naming import ensure_inside, instant_key, is_instant_time, parse_base_file_name
+from hudi_sink.shared.hudi.properties import table_properties, validate_properties
+from hudi_sink.shared.hudi.write_stats import WriteStat, build_commit_metadata, check_stat, stats_of
+from hudi_sink.shared.schema.table_schema import TableSchema
+from hudi_sink.shared.storage.fs import FileSystem
 
 __all__ = ["HudiTable"]
 

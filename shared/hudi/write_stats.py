@@ -11,8 +11,8 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any
 
-from shared.errors import TableFormatError
-from shared.hudi.naming import parse_base_file_name
+from hudi_sink.shared.errors import TableFormatError
+from hudi_sink.shared.hudi.naming import parse_base_file_name
 
 __all__ = ["WriteStat", "check_stat", "build_commit_metadata", "stats_of"]
 

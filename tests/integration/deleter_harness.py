@@ -24,18 +24,19 @@ import pyarrow.parquet as pq
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from eventually import eventually_async
 
-from services.deleter.schedule import Schedule
-from services.deleter.service import DeleterService
-from shared.broker import EmbeddedBroker
-from shared.config import SinkConfig
-from shared.deletion import IntentSender
-from shared.deletion_intent import DeletionReason, PendingDelete
-from shared.fs import LocalFileSystem
-from shared.hudi.naming import base_file_name
-from shared.hudi.table import HudiTable
-from shared.hudi.write_stats import WriteStat, build_commit_metadata
-from shared.kafka import TopicAdmin, consumer_options, producer_options
-from shared.sink_log import EntryKind, LogEntry, SinkLog
+from hudi_sink.cli.broker import EmbeddedBroker
+from hudi_sink.services.deleter.schedule import Schedule
+from hudi_sink.services.deleter.service import DeleterService
+from hudi_sink.shared.config.settings import SinkConfig
+from hudi_sink.shared.deletion.intent import DeletionReason, PendingDelete
+from hudi_sink.shared.deletion.sender import IntentSender
+from hudi_sink.shared.hudi.naming import base_file_name
+from hudi_sink.shared.hudi.sink_log import SinkLog
+from hudi_sink.shared.hudi.sink_log_state import EntryKind, LogEntry
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.hudi.write_stats import WriteStat, build_commit_metadata
+from hudi_sink.shared.kafka.connection import TopicAdmin, consumer_options, producer_options
+from hudi_sink.shared.storage.fs import LocalFileSystem
 
 DDL = "id STRING, ts TIMESTAMP, country STRING, amount DOUBLE"
 T1, T2, T3, T4 = (f"2025010100000000{i}" for i in (1, 2, 3, 4))

@@ -24,11 +24,11 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 from deleter_harness import NO_SCHEDULED_WORK
 
-from services.deleter.service import DeleterService
-from shared.clients import KafkaClientFactory
-from shared.config import SinkConfig
-from shared.fs import LocalFileSystem
-from shared.kafka import consumer_options
+from hudi_sink.services.deleter.service import DeleterService
+from hudi_sink.shared.config.settings import SinkConfig
+from hudi_sink.shared.kafka.clients import KafkaClientFactory
+from hudi_sink.shared.kafka.connection import consumer_options
+from hudi_sink.shared.storage.fs import LocalFileSystem
 
 
 class Halt:

@@ -26,11 +26,11 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as KafkaTopicPartition
 from eventually import eventually
 
-from shared.broker import free_port
-from shared.fs import FileSystem, LocalFileSystem
-from shared.hudi.naming import parse_base_file_name
-from shared.hudi.offsets import parse_offsets
-from shared.object_store import ObjectStoreFileSystem
+from hudi_sink.cli.broker import free_port
+from hudi_sink.shared.hudi.naming import parse_base_file_name
+from hudi_sink.shared.hudi.offsets import parse_offsets
+from hudi_sink.shared.storage.fs import FileSystem, LocalFileSystem
+from hudi_sink.shared.storage.object_store import ObjectStoreFileSystem
 
 if TYPE_CHECKING:
     from s3_server import MotoS3

@@ -24,7 +24,7 @@ from eventually import eventually
 from pipeline import Pipeline
 from registry_app import LocalRegistry, confluent_avro
 
-from shared.broker import EmbeddedBroker
+from hudi_sink.cli.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -16,9 +16,9 @@ import pytest
 from kafka_cluster import KafkaCluster
 from pipeline import HUDI_SINK
 
-from services.bench import anchors
-from services.bench.connect import resolve_classpath
-from services.bench.data import produce
+from hudi_sink.cli.bench import anchors
+from hudi_sink.cli.bench.connect import resolve_classpath
+from hudi_sink.cli.bench.data import produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.long, pytest.mark.timeout(900)]
 

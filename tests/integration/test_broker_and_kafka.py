@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from shared.broker import (
+from hudi_sink.cli.broker import (
     BrokerStartError,
     EmbeddedBroker,
     find_tansu_binary,
     free_port,
     run_broker_foreground,
 )
-from shared.config import DeletionConfig, KafkaConfig, SinkConfig
-from shared.errors import ConfigError
-from shared.kafka import (
+from hudi_sink.shared.config.settings import DeletionConfig, KafkaConfig, SinkConfig
+from hudi_sink.shared.errors import ConfigError
+from hudi_sink.shared.kafka.connection import (
     TopicAdmin,
     consumer_options,
     ensure_sink_topics,
@@ -190,7 +190,7 @@ async def test_wait_for_kafka_times_out_on_closed_port() -> None:
 async def test_run_broker_foreground_prints_ready_and_exits_on_sigterm() -> None:
     port = free_port()
     code = (
-        "import asyncio, shared.broker as b; "
+        "import asyncio, cli.broker as b; "
         f"raise SystemExit(asyncio.run(b.run_broker_foreground({port})))"
     )
     process = await asyncio.create_subprocess_exec(

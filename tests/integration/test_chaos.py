@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 from pipeline import Pipeline, Service
 
-from shared.broker import EmbeddedBroker
-from shared.fs import LocalFileSystem
-from shared.sink_log import EntryKind, SinkLog
+from hudi_sink.cli.broker import EmbeddedBroker
+from hudi_sink.shared.hudi.sink_log import SinkLog
+from hudi_sink.shared.hudi.sink_log_state import EntryKind
+from hudi_sink.shared.storage.fs import LocalFileSystem
 
 
 def _run_chaos(broker: EmbeddedBroker, tmp_path: Path, name: str, *, records: int, rounds: int,

@@ -15,7 +15,7 @@ import yaml
 from eventually import eventually
 from pipeline import HUDI_SINK
 
-from shared.broker import free_port
+from hudi_sink.cli.broker import free_port
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -25,10 +25,10 @@ from deleter_harness import (
     sink_config,
 )
 
-from shared.broker import EmbeddedBroker
-from shared.deletion import KafkaDisposal
-from shared.deletion_intent import DeletionReason
-from shared.hudi.naming import base_file_name
+from hudi_sink.cli.broker import EmbeddedBroker
+from hudi_sink.shared.deletion.intent import DeletionReason
+from hudi_sink.shared.deletion.sender import KafkaDisposal
+from hudi_sink.shared.hudi.naming import base_file_name
 
 pytestmark = pytest.mark.timeout(120)
 

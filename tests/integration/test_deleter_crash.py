@@ -19,10 +19,10 @@ from aiokafka import AIOKafkaProducer
 from deleter_harness import T1, T2, Table, committed_offsets, deleter, sink_config
 from eventually import eventually_async
 
-from shared.broker import EmbeddedBroker
-from shared.deletion import IntentSender
-from shared.deletion_intent import DeletionReason, PendingDelete
-from shared.kafka import ensure_sink_topics, producer_options
+from hudi_sink.cli.broker import EmbeddedBroker
+from hudi_sink.shared.deletion.intent import DeletionReason, PendingDelete
+from hudi_sink.shared.deletion.sender import IntentSender
+from hudi_sink.shared.kafka.connection import ensure_sink_topics, producer_options
 
 pytestmark = pytest.mark.timeout(180)
 

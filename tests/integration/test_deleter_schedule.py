@@ -27,10 +27,10 @@ from deleter_harness import (
 )
 from eventually import eventually_async
 
-from services.deleter.service import DeleterService
-from shared.broker import EmbeddedBroker
-from shared.hudi import layout
-from shared.hudi.naming import base_file_name
+from hudi_sink.cli.broker import EmbeddedBroker
+from hudi_sink.services.deleter.service import DeleterService
+from hudi_sink.shared.hudi import layout
+from hudi_sink.shared.hudi.naming import base_file_name
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -20,7 +20,7 @@ from aiokafka import TopicPartition as KafkaTopicPartition
 from eventually import eventually
 from pipeline import Pipeline, metric_total
 
-from shared.broker import EmbeddedBroker
+from hudi_sink.cli.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.timeout(900)
 

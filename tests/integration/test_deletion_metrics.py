@@ -14,10 +14,10 @@ from deleter_harness import T1, Table, deleter, sink_config
 from eventually import eventually_async
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared.broker import EmbeddedBroker
-from shared.deletion import DeletionBacklog, IntentSender, KafkaDisposal
-from shared.kafka import ensure_sink_topics, producer_options
-from shared.metrics import Metrics
+from hudi_sink.cli.broker import EmbeddedBroker
+from hudi_sink.shared.deletion.sender import DeletionBacklog, IntentSender, KafkaDisposal
+from hudi_sink.shared.kafka.connection import ensure_sink_topics, producer_options
+from hudi_sink.shared.runtime.metrics import Metrics
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -21,7 +21,7 @@ from eventually import eventually
 from pipeline import Pipeline
 from test_bad_records import _produce, _read_all
 
-from shared.broker import EmbeddedBroker
+from hudi_sink.cli.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -27,7 +27,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from eventually import eventually
 from pipeline import Pipeline, Service
 
-from shared.broker import EmbeddedBroker
+from hudi_sink.cli.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.timeout(600)
 

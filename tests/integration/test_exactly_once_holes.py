@@ -35,7 +35,7 @@ from pipeline import Pipeline, Service, metric_total
 from test_bad_records import BAD_KINDS, _produce, _read_all
 from test_failures import _aborts_metric, _assert_exactly
 
-from shared.broker import EmbeddedBroker
+from hudi_sink.cli.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.timeout(900)
 

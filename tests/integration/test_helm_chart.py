@@ -581,7 +581,7 @@ def _hudi_sink_containers(docs: list[Doc]) -> Iterator[tuple[Doc, Doc]]:
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_container_args_are_accepted_by_the_cli_parser(scenario: str) -> None:
-    from services.cli import build_parser
+    from hudi_sink.cli.main import build_parser
 
     docs = render(scenario)
     seen = set()
@@ -600,8 +600,8 @@ def test_container_args_are_accepted_by_the_cli_parser(scenario: str) -> None:
 def test_probes_hit_routes_the_services_serve_on_the_configured_port() -> None:
     import asyncio
 
-    from shared.admin import create_admin_app
-    from shared.metrics import Metrics
+    from hudi_sink.shared.runtime.admin import create_admin_app
+    from hudi_sink.shared.runtime.metrics import Metrics
 
     docs = render()
     port = yaml.safe_load(sink_config_text(docs))["admin"]["port"]

@@ -27,8 +27,8 @@ from kafka_cluster import KafkaCluster
 from pipeline import Pipeline
 from test_bad_records import _read_all
 
-from shared.config import KafkaConfig
-from shared.kafka import TopicAdmin
+from hudi_sink.shared.config.settings import KafkaConfig
+from hudi_sink.shared.kafka.connection import TopicAdmin
 
 pytestmark = [pytest.mark.long, pytest.mark.kafka, pytest.mark.timeout(900)]
 

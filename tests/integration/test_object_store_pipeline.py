@@ -18,7 +18,7 @@ from eventually import eventually
 from pipeline import Pipeline
 from s3_server import MotoS3
 
-from shared.broker import EmbeddedBroker
+from hudi_sink.cli.broker import EmbeddedBroker
 
 # The main suite covers s3 through tests/unit/test_fs_contract.py (the FileSystem contract on
 # moto), test_object_storage.py and test_object_store_fencing.py; this whole-pipeline run is

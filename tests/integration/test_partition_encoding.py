@@ -22,7 +22,7 @@ from hudi_reference import hudi_escape, hudi_unescape
 from pipeline import Pipeline
 from test_bad_records import _produce, _read_all
 
-from shared.broker import EmbeddedBroker
+from hudi_sink.cli.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.timeout(600)
 

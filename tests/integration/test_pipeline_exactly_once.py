@@ -16,7 +16,7 @@ import pytest
 from eventually import eventually
 from pipeline import Pipeline
 
-from shared.broker import EmbeddedBroker
+from hudi_sink.cli.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.timeout(600)
 

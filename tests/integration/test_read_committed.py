@@ -30,7 +30,7 @@ from eventually import eventually
 from kafka_cluster import KafkaCluster
 from pipeline import Pipeline
 
-from shared.broker import EmbeddedBroker
+from hudi_sink.cli.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.timeout(420)
 

@@ -22,8 +22,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from eventually import eventually
 from pipeline import Pipeline
 
-from shared.broker import EmbeddedBroker
-from shared.java_properties import parse_properties
+from hudi_sink.cli.broker import EmbeddedBroker
+from hudi_sink.shared.config.java_properties import parse_properties
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -20,7 +20,7 @@ import pyspark
 import pytest
 from pipeline import Pipeline
 
-from shared.broker import EmbeddedBroker, free_port
+from hudi_sink.cli.broker import EmbeddedBroker, free_port
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -24,19 +24,19 @@ import pyarrow.parquet as pq
 import pytest
 from hudi_java import ReadRequest, read_agreed, read_tables, rust_read
 
-from services.coordinator.committer import TableCommitter
-from services.coordinator.disposal import DirectDisposal
-from services.coordinator.maintenance.clustering import Clusterer
-from services.coordinator.maintenance.plan import plan_clustering
-from services.coordinator.maintenance.view import load_view
-from shared.config import SparkConfig, TableConfig
-from shared.fs import LocalFileSystem
-from shared.hudi.naming import base_file_name, new_file_id, partition_path, write_token
-from shared.hudi.replace import ReplaceTimeline
-from shared.hudi.table import HudiTable
-from shared.hudi.write_stats import WriteStat, build_commit_metadata
-from shared.schema import TableSchema
-from shared.spark_writer import PART_COLUMN, PlannedFile, SparkWriter
+from hudi_sink.services.coordinator.committer import TableCommitter
+from hudi_sink.services.coordinator.disposal import DirectDisposal
+from hudi_sink.services.coordinator.maintenance.clustering import Clusterer
+from hudi_sink.services.coordinator.maintenance.plan import plan_clustering
+from hudi_sink.services.coordinator.maintenance.view import load_view
+from hudi_sink.services.participant.spark_writer import PART_COLUMN, PlannedFile, SparkWriter
+from hudi_sink.shared.config.settings import SparkConfig, TableConfig
+from hudi_sink.shared.hudi.naming import base_file_name, new_file_id, partition_path, write_token
+from hudi_sink.shared.hudi.replace import ReplaceTimeline
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.hudi.write_stats import WriteStat, build_commit_metadata
+from hudi_sink.shared.schema.table_schema import TableSchema
+from hudi_sink.shared.storage.fs import LocalFileSystem
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 

@@ -17,7 +17,7 @@ from eventually import eventually
 from pipeline import Pipeline
 from test_failures import _assert_exactly
 
-from shared.broker import EmbeddedBroker
+from hudi_sink.cli.broker import EmbeddedBroker
 
 # Long (scripts/long-tests.sh): a minute and more of processes, and the default suite is near
 # its 25-minute budget; SparkJobs' side of it is unit-tested in tests/unit/test_spark_jobs.py.

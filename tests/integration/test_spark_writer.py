@@ -17,9 +17,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from shared.config import SparkConfig
-from shared.fs import LocalFileSystem
-from shared.spark_writer import PART_COLUMN, PlannedFile, SparkWriter
+from hudi_sink.services.participant.spark_writer import PART_COLUMN, PlannedFile, SparkWriter
+from hudi_sink.shared.config.settings import SparkConfig
+from hudi_sink.shared.storage.fs import LocalFileSystem
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 

@@ -15,16 +15,16 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from deleter_harness import T1, Table, sink_config
 from eventually import eventually_async
 
-from services.coordinator.committer import TableCommitter
-from shared.broker import EmbeddedBroker, free_port
-from shared.config import KafkaConfig
-from shared.deletion import IntentSender, KafkaDisposal
-from shared.deletion_intent import DeletionIntentError, DeletionReason, PendingDelete
-from shared.fs import LocalFileSystem
-from shared.hudi.naming import base_file_name
-from shared.hudi.table import HudiTable
-from shared.hudi.write_stats import WriteStat, build_commit_metadata
-from shared.kafka import consumer_options, ensure_sink_topics, producer_options
+from hudi_sink.cli.broker import EmbeddedBroker, free_port
+from hudi_sink.services.coordinator.committer import TableCommitter
+from hudi_sink.shared.config.settings import KafkaConfig
+from hudi_sink.shared.deletion.intent import DeletionIntentError, DeletionReason, PendingDelete
+from hudi_sink.shared.deletion.sender import IntentSender, KafkaDisposal
+from hudi_sink.shared.hudi.naming import base_file_name
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.hudi.write_stats import WriteStat, build_commit_metadata
+from hudi_sink.shared.kafka.connection import consumer_options, ensure_sink_topics, producer_options
+from hudi_sink.shared.storage.fs import LocalFileSystem
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.participant.decoder import RecordDecoder
-from services.participant.transaction import TransactionParticipant
+from hudi_sink.services.participant.decoder import RecordDecoder
+from hudi_sink.services.participant.transaction import TransactionParticipant
 
 
 @dataclass(frozen=True)

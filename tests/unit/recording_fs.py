@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from shared.fs import FileInfo, LocalFileSystem
+from hudi_sink.shared.storage.fs import FileInfo, LocalFileSystem
 
 Op = tuple[str, ...]
 

@@ -8,10 +8,11 @@ import os
 import time
 from pathlib import Path
 
-from shared.fs import LocalFileSystem
-from shared.hudi.table import HudiTable
-from shared.hudi.write_stats import WriteStat, build_commit_metadata
-from shared.sink_log import EntryKind, LogEntry, SinkLog
+from hudi_sink.shared.hudi.sink_log import SinkLog
+from hudi_sink.shared.hudi.sink_log_state import EntryKind, LogEntry
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.hudi.write_stats import WriteStat, build_commit_metadata
+from hudi_sink.shared.storage.fs import LocalFileSystem
 
 FS = LocalFileSystem()
 

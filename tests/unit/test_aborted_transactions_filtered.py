@@ -23,11 +23,11 @@ from aiokafka.record.util import calc_crc32c
 from aiokafka.structs import TopicPartition
 from pydantic import ValidationError
 
-from services.participant.decoder import RecordDecoder
-from services.participant.transaction import TransactionParticipant
-from shared.config import KafkaConfig
-from shared.kafka import consumer_options
-from shared.schema import TableSchema
+from hudi_sink.services.participant.decoder import RecordDecoder
+from hudi_sink.services.participant.transaction import TransactionParticipant
+from hudi_sink.shared.config.settings import KafkaConfig
+from hudi_sink.shared.kafka.connection import consumer_options
+from hudi_sink.shared.schema.table_schema import TableSchema
 
 ABORTING_PRODUCER, COMMITTING_PRODUCER = 7, 8
 _ISOLATION = {"read_committed": READ_COMMITTED, "read_uncommitted": READ_UNCOMMITTED}

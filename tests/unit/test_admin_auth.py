@@ -15,14 +15,14 @@ import pytest
 from fastapi import APIRouter
 from fastapi.routing import APIRoute
 
-from services.coordinator.rest import build_router as coordinator_router
-from services.coordinator.views import CurrentTransaction, TransactionView
-from services.deleter.rest import build_router as deleter_router
-from services.participant.rest import build_router as participant_router
-from services.participant.views import PartitionView
-from shared.admin import READ_ONLY_METHODS, create_admin_app
-from shared.config import config_from_mapping
-from shared.metrics import Metrics
+from hudi_sink.services.coordinator.rest import build_router as coordinator_router
+from hudi_sink.services.coordinator.views import CurrentTransaction, TransactionView
+from hudi_sink.services.deleter.rest import build_router as deleter_router
+from hudi_sink.services.participant.rest import build_router as participant_router
+from hudi_sink.services.participant.views import PartitionView
+from hudi_sink.shared.config.settings import config_from_mapping
+from hudi_sink.shared.runtime.admin import READ_ONLY_METHODS, create_admin_app
+from hudi_sink.shared.runtime.metrics import Metrics
 
 TOKEN = "unit-s3cret"
 PROBES = ("/health", "/ready", "/metrics")
@@ -179,7 +179,7 @@ def test_config_defaults_are_secure_and_an_empty_token_is_refused() -> None:
     assert config.admin.token is None and config.admin.allow_unauthenticated is False
     allowed = config_from_mapping({"admin": {"allow_unauthenticated": True}}, environ={})
     assert allowed.admin.allow_unauthenticated is True
-    from shared.errors import ConfigError
+    from hudi_sink.shared.errors import ConfigError
 
     with pytest.raises(ConfigError) as info:
         config_from_mapping({}, environ={"HUDI_SINK__ADMIN__TOKEN": ""})
@@ -187,7 +187,7 @@ def test_config_defaults_are_secure_and_an_empty_token_is_refused() -> None:
 
 
 def test_dev_allows_unauthenticated_unless_its_config_says_otherwise() -> None:
-    from services.dev import DEFAULT_DEV_CONFIG, dev_admin
+    from hudi_sink.cli.dev import DEFAULT_DEV_CONFIG, dev_admin
 
     built_in = config_from_mapping({**DEFAULT_DEV_CONFIG,
                                     "admin": dev_admin(DEFAULT_DEV_CONFIG["admin"])}, environ={})

@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 from kafka_records import accept_values
 from registry_app import confluent_avro
 
-from services.participant.avro_format import AvroValues
-from services.participant.avro_limits import MAX_DEPTH
-from services.participant.decoded import Rejected
-from services.participant.decoder import RecordDecoder
-from shared.config import TableConfig
+from hudi_sink.services.participant.avro_format import AvroValues
+from hudi_sink.services.participant.avro_limits import MAX_DEPTH
+from hudi_sink.services.participant.decoded import Rejected
+from hudi_sink.services.participant.decoder import RecordDecoder
+from hudi_sink.shared.config.settings import TableConfig
 
 TABLE = TableConfig(schema="id STRING NOT NULL, price DECIMAL(9, 2)", record_key_field="id").table_schema()
 

@@ -20,14 +20,14 @@ import yaml
 from kafka_records import accept_values
 from registry_app import LocalRegistry, confluent_avro
 
-from services.cli import main
-from services.participant.avro_format import AvroValues
-from services.participant.decoder import RecordDecoder
-from services.participant.transaction import TransactionParticipant
-from shared.config import TableConfig, load_config
-from shared.config_sections import AvroConfig
-from shared.errors import ConfigError
-from shared.schema_registry import writer_schemas
+from hudi_sink.cli.main import main
+from hudi_sink.services.participant.avro_format import AvroValues
+from hudi_sink.services.participant.decoder import RecordDecoder
+from hudi_sink.services.participant.transaction import TransactionParticipant
+from hudi_sink.shared.config.sections import AvroConfig
+from hudi_sink.shared.config.settings import TableConfig, load_config
+from hudi_sink.shared.errors import ConfigError
+from hudi_sink.shared.schema.registry import writer_schemas
 
 TABLE = TableConfig(schema="id STRING NOT NULL, name STRING, city STRING",
                     record_key_field="id").table_schema()

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from registry_app import LocalRegistry
 
-from shared.config import config_from_mapping, load_config
-from shared.errors import ConfigError
+from hudi_sink.shared.config.settings import config_from_mapping, load_config
+from hudi_sink.shared.errors import ConfigError
 
 ORDER = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
     {"name": "id", "type": "string"},

@@ -15,14 +15,19 @@ import pytest
 from kafka_records import Rec
 from registry_app import LocalRegistry, confluent_avro, self_signed_certificate
 
-from services.participant.avro_format import AvroValues
-from services.participant.decoded import Deferred, Rejected, rows_to_arrow
-from services.participant.decoder import RecordDecoder
-from services.participant.transaction import TransactionParticipant
-from shared.config import TableConfig
-from shared.config_sections import AvroConfig
-from shared.errors import ConfigError
-from shared.schema_registry import RegistrySchemas, RegistryUnavailable, UnknownSchemaId, writer_schemas
+from hudi_sink.services.participant.avro_format import AvroValues
+from hudi_sink.services.participant.decoded import Deferred, Rejected, rows_to_arrow
+from hudi_sink.services.participant.decoder import RecordDecoder
+from hudi_sink.services.participant.transaction import TransactionParticipant
+from hudi_sink.shared.config.sections import AvroConfig
+from hudi_sink.shared.config.settings import TableConfig
+from hudi_sink.shared.errors import ConfigError
+from hudi_sink.shared.schema.registry import (
+    RegistrySchemas,
+    RegistryUnavailable,
+    UnknownSchemaId,
+    writer_schemas,
+)
 
 TABLE = TableConfig(schema="id STRING NOT NULL, amount DOUBLE, qty BIGINT, ts TIMESTAMP, "
                            "created TIMESTAMP, day DATE, ref STRING, status STRING, note STRING",

@@ -14,11 +14,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from services import cli
-from services.bench import anchors, brokers, command
-from services.bench.connect import _maven_reason, pom_properties
-from services.bench.lakes import HudiCommits, TableCommit, Visibility
-from services.bench.report import markdown_table
+from hudi_sink.cli import main as cli
+from hudi_sink.cli.bench import anchors, brokers, command
+from hudi_sink.cli.bench.connect import _maven_reason, pom_properties
+from hudi_sink.cli.bench.lakes import HudiCommits, TableCommit, Visibility
+from hudi_sink.cli.bench.report import markdown_table
 
 
 def test_the_option_reaches_the_bench_and_is_off_by_default(monkeypatch: pytest.MonkeyPatch,
@@ -164,7 +164,7 @@ async def test_an_anchor_that_cannot_run_gets_a_reason_and_the_next_one_still_ru
 
     def resolve(directory: str) -> list[str]:
         if directory == "hudi-connect":
-            from services.bench.connect import AnchorUnavailable
+            from hudi_sink.cli.bench.connect import AnchorUnavailable
             raise AnchorUnavailable("Maven could not resolve bench/java/hudi-connect/pom.xml: gone")
         return [directory]
 

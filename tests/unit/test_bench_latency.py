@@ -9,10 +9,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from services.bench.report import percentile
-from services.bench.steady import SteadyLoad, SteadySent, steady_result, visible_latencies
-from services.bench.timeline import TimelineWatcher
-from shared.hudi.offsets import offsets_metadata
+from hudi_sink.cli.bench.report import percentile
+from hudi_sink.cli.bench.steady import SteadyLoad, SteadySent, steady_result, visible_latencies
+from hudi_sink.cli.bench.timeline import TimelineWatcher
+from hudi_sink.shared.hudi.offsets import offsets_metadata
 
 
 def _sent() -> SteadySent:

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
-from services.config_check import check_config, render_json, render_yaml
-from services.participant.service import ParticipantService
-from shared.config import SinkConfig, config_from_mapping, load_config
-from shared.config_deprecated import deprecations
-from shared.errors import ConfigError
+from hudi_sink.cli.config_check import check_config, render_json, render_yaml
+from hudi_sink.services.participant.service import ParticipantService
+from hudi_sink.shared.config.deprecated import deprecations
+from hudi_sink.shared.config.settings import SinkConfig, config_from_mapping, load_config
+from hudi_sink.shared.errors import ConfigError
 
 MIB = 1 << 20
 

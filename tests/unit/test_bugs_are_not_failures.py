@@ -13,21 +13,21 @@ import pytest
 from test_committer_fencing import Env
 from test_maintenance import env as env  # the fixture
 
-from services.coordinator.commit_state import CommitState
-from services.coordinator.committer import RecoveryReport
-from services.coordinator.disposal import DirectDisposal
-from services.coordinator.leadership import Leadership
-from services.coordinator.service import CoordinatorParts, CoordinatorService
-from services.deleter.context import DeleterContext, Tally
-from services.deleter.schedule import Schedule, ScheduledWork
-from services.deleter.settle import Effect, Settler
-from services.deleter.table_state import TableStateCache
-from shared.config import load_config
-from shared.deletion_intent import DeletionReason, intent_for_staged_file
-from shared.errors import HudiSinkBug, HudiSinkError, IllegalTransition
-from shared.fs import LocalFileSystem
-from shared.metrics import Metrics
-from shared.states import CoordinatorPhase
+from hudi_sink.services.coordinator.commit_state import CommitState
+from hudi_sink.services.coordinator.committer import RecoveryReport
+from hudi_sink.services.coordinator.disposal import DirectDisposal
+from hudi_sink.services.coordinator.leadership import Leadership
+from hudi_sink.services.coordinator.service import CoordinatorParts, CoordinatorService
+from hudi_sink.services.deleter.context import DeleterContext, Tally
+from hudi_sink.services.deleter.schedule import Schedule, ScheduledWork
+from hudi_sink.services.deleter.settle import Effect, Settler
+from hudi_sink.services.deleter.table_state import TableStateCache
+from hudi_sink.shared.config.settings import load_config
+from hudi_sink.shared.deletion.intent import DeletionReason, intent_for_staged_file
+from hudi_sink.shared.errors import HudiSinkBug, HudiSinkError, IllegalTransition
+from hudi_sink.shared.runtime.metrics import Metrics
+from hudi_sink.shared.runtime.states import CoordinatorPhase
+from hudi_sink.shared.storage.fs import LocalFileSystem
 
 FS = LocalFileSystem()
 T = "20250101000000001"
@@ -151,7 +151,7 @@ async def test_the_leadership_loop_ends_on_a_bug_and_restarts_on_a_failure(
         raise IllegalTransition("IDLE → COMMITTING")  # a bug: the routine ends
 
     monkeypatch.setattr(parts.driver, "step", step)
-    monkeypatch.setattr("services.coordinator.leadership.RETRY_AFTER_FAILURE_S", 0.0)
+    monkeypatch.setattr("hudi_sink.services.coordinator.leadership.RETRY_AFTER_FAILURE_S", 0.0)
     with pytest.raises(IllegalTransition):
         await asyncio.wait_for(leadership.run(_Election()), 30)  # type: ignore[arg-type]
     assert steps == ["IDLE", "IDLE"]

@@ -13,14 +13,14 @@ import pyarrow.parquet as pq
 import pytest
 from s3_server import MotoS3
 
-from services.coordinator.maintenance.clustering import BUDGET_BYTES, rewrite_group
-from services.coordinator.maintenance.plan import BaseFile
-from shared.fs import FileSystem, LocalFileSystem
-from shared.hudi.naming import base_file_name, new_file_id
-from shared.hudi.replace import ReplaceTimeline
-from shared.hudi.table import HudiTable
-from shared.hudi.write_stats import WriteStat
-from shared.object_store import ObjectStoreFileSystem
+from hudi_sink.services.coordinator.maintenance.clustering import BUDGET_BYTES, rewrite_group
+from hudi_sink.services.coordinator.maintenance.plan import BaseFile
+from hudi_sink.shared.hudi.naming import base_file_name, new_file_id
+from hudi_sink.shared.hudi.replace import ReplaceTimeline
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.hudi.write_stats import WriteStat
+from hudi_sink.shared.storage.fs import FileSystem, LocalFileSystem
+from hudi_sink.shared.storage.object_store import ObjectStoreFileSystem
 
 C = "20250101000000100"
 MiB = 1024 * 1024

@@ -20,12 +20,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from services.coordinator.maintenance.clustering import rewrite_group
-from services.coordinator.maintenance.plan import BaseFile
-from shared.fs import LocalFileSystem
-from shared.hudi.naming import base_file_name, new_file_id
-from shared.hudi.replace import ReplaceTimeline
-from shared.hudi.table import HudiTable
+from hudi_sink.services.coordinator.maintenance.clustering import rewrite_group
+from hudi_sink.services.coordinator.maintenance.plan import BaseFile
+from hudi_sink.shared.hudi.naming import base_file_name, new_file_id
+from hudi_sink.shared.hudi.replace import ReplaceTimeline
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.storage.fs import LocalFileSystem
 
 C = "20250101000000100"
 HOUR = 3600
@@ -34,11 +34,11 @@ HOUR = 3600
 # until the parent kills it or closes its stdin.
 STUCK = """
 import json, sys
-from services.coordinator.maintenance import clustering
-from services.coordinator.maintenance.plan import BaseFile
-from shared.fs import LocalFileSystem
-from shared.hudi.replace import ReplaceTimeline
-from shared.hudi.table import HudiTable
+from hudi_sink.services.coordinator.maintenance import clustering
+from hudi_sink.services.coordinator.maintenance.plan import BaseFile
+from hudi_sink.shared.storage.fs import LocalFileSystem
+from hudi_sink.shared.hudi.replace import ReplaceTimeline
+from hudi_sink.shared.hudi.table import HudiTable
 
 def stuck(fs, sources, name, local, codec, budget):
     open(local, "wb").write(b"half a file")

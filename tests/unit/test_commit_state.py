@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from services.coordinator.commit_state import CommitState, StatusOutcome
-from shared.protocol import WriteStatus
+from hudi_sink.services.coordinator.commit_state import CommitState, StatusOutcome
+from hudi_sink.shared.kafka.protocol import WriteStatus
 
 T = "20250101000000001"
 A0, A1, B0 = ("a", 0), ("a", 1), ("b", 0)

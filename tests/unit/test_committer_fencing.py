@@ -17,17 +17,24 @@ import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 from recording_fs import RecordingFileSystem
 
-from services.coordinator.committer import TableCommitter
-from services.coordinator.disposal import DirectDisposal, StagedFileDisposal
-from shared.config import TableConfig
-from shared.errors import FencedError, TableFormatError
-from shared.fs import FileSystem, LocalFileSystem
-from shared.hudi.naming import base_file_name, new_file_id, parse_base_file_name, partition_path, write_token
-from shared.hudi.offsets import KAFKA_COMMIT_OFFSETS_KEY, format_offsets, parse_offsets
-from shared.hudi.table import HudiTable
-from shared.hudi.write_stats import WriteStat, build_commit_metadata
-from shared.schema import TableSchema
-from shared.sink_log import DecisionRecord, EntryKind, LogEntry, SinkLog, SinkLogState, plan_trim
+from hudi_sink.services.coordinator.committer import TableCommitter
+from hudi_sink.services.coordinator.disposal import DirectDisposal, StagedFileDisposal
+from hudi_sink.shared.config.settings import TableConfig
+from hudi_sink.shared.errors import FencedError, TableFormatError
+from hudi_sink.shared.hudi.naming import (
+    base_file_name,
+    new_file_id,
+    parse_base_file_name,
+    partition_path,
+    write_token,
+)
+from hudi_sink.shared.hudi.offsets import KAFKA_COMMIT_OFFSETS_KEY, format_offsets, parse_offsets
+from hudi_sink.shared.hudi.sink_log import SinkLog
+from hudi_sink.shared.hudi.sink_log_state import DecisionRecord, EntryKind, LogEntry, SinkLogState, plan_trim
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.hudi.write_stats import WriteStat, build_commit_metadata
+from hudi_sink.shared.schema.table_schema import TableSchema
+from hudi_sink.shared.storage.fs import FileSystem, LocalFileSystem
 
 DDL = "id STRING, country STRING, amount DOUBLE"
 T1, T2, T3 = "20250101000000001", "20250101000000002", "20250101000000003"
@@ -784,8 +791,8 @@ def test_roll_forward_syncs_placed_files_before_the_commit_file(env: Env) -> Non
 def test_500_decisions_with_default_thresholds_keep_log_and_memory_bounded(env: Env) -> None:
     """Issue 9: the decision log and what the coordinator (and deleter) keep in memory stay
     bounded over a long run with the committer's default trimming."""
-    from services.coordinator.history import KEEP, TransactionHistory
-    from services.coordinator.views import TransactionView
+    from hudi_sink.services.coordinator.history import KEEP, TransactionHistory
+    from hudi_sink.services.coordinator.views import TransactionView
 
     leader = env.committer("c1")
     history = TransactionHistory()

@@ -10,13 +10,13 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.config import (
+from hudi_sink.shared.config.settings import (
     ENV_PREFIX,
     SinkConfig,
     config_from_mapping,
     load_config,
 )
-from shared.errors import ConfigError, SchemaError
+from hudi_sink.shared.errors import ConfigError, SchemaError
 
 NO_ENV: dict[str, str] = {}
 

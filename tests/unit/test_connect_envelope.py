@@ -20,10 +20,10 @@ import orjson
 import pytest
 from kafka_records import Rec
 
-from services.participant.decoded import Rejected, Row, Skipped, rows_to_arrow
-from services.participant.decoder import RecordDecoder
-from services.participant.transaction import TransactionParticipant
-from shared.config import TableConfig
+from hudi_sink.services.participant.decoded import Rejected, Row, Skipped, rows_to_arrow
+from hudi_sink.services.participant.decoder import RecordDecoder
+from hudi_sink.services.participant.transaction import TransactionParticipant
+from hudi_sink.shared.config.settings import TableConfig
 
 SCHEMA = TableConfig(schema="id STRING NOT NULL, amount DOUBLE, ts TIMESTAMP, day DATE, n BIGINT, "
                             "price DECIMAL(9, 2)",

@@ -14,16 +14,23 @@ import pytest
 from test_committer_fencing import Env
 from test_maintenance import env as env  # the fixture
 
-from services.coordinator.commit_state import CommitState
-from services.coordinator.committer import RecoveryReport
-from services.coordinator.phase import Closed, Open, PhaseMachine
-from services.coordinator.transaction import DriverContext, Outgoing, TransactionDriver
-from shared.config import load_config
-from shared.errors import IllegalTransition
-from shared.metrics import Metrics
-from shared.partition_key import PartitionKey
-from shared.protocol import Envelope, MessageType, ParticipantReady, Role, Sender, TopicPartition
-from shared.states import CoordinatorPhase
+from hudi_sink.services.coordinator.commit_state import CommitState
+from hudi_sink.services.coordinator.committer import RecoveryReport
+from hudi_sink.services.coordinator.phase import Closed, Open, PhaseMachine
+from hudi_sink.services.coordinator.transaction import DriverContext, Outgoing, TransactionDriver
+from hudi_sink.shared.config.settings import load_config
+from hudi_sink.shared.errors import IllegalTransition
+from hudi_sink.shared.kafka.partition_key import PartitionKey
+from hudi_sink.shared.kafka.protocol import (
+    Envelope,
+    MessageType,
+    ParticipantReady,
+    Role,
+    Sender,
+    TopicPartition,
+)
+from hudi_sink.shared.runtime.metrics import Metrics
+from hudi_sink.shared.runtime.states import CoordinatorPhase
 
 C = CoordinatorPhase
 T = "20250101000000001"

@@ -11,13 +11,12 @@ from typing import Any
 
 import orjson
 import pytest
+from memory_channel import MemoryChannel, MemoryControlBus
 
-from services.coordinator.disposal import DirectDisposal
-from services.coordinator.service import CoordinatorClients, CoordinatorService
-from shared.config import SinkConfig, config_from_mapping
-from shared.faults import Faults
-from shared.memory_channel import MemoryChannel, MemoryControlBus
-from shared.protocol import (
+from hudi_sink.services.coordinator.disposal import DirectDisposal
+from hudi_sink.services.coordinator.service import CoordinatorClients, CoordinatorService
+from hudi_sink.shared.config.settings import SinkConfig, config_from_mapping
+from hudi_sink.shared.kafka.protocol import (
     Envelope,
     MessageType,
     ParticipantReady,
@@ -26,6 +25,7 @@ from shared.protocol import (
     TopicPartition,
     WriteStatus,
 )
+from hudi_sink.shared.runtime.faults import Faults
 
 TOPIC = "d"
 P0, P1 = TopicPartition(topic=TOPIC, partition=0), TopicPartition(topic=TOPIC, partition=1)

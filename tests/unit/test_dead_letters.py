@@ -8,14 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.participant.dead_letters import (
+from hudi_sink.services.participant.dead_letters import (
     DLQ_HEADER_NAMES,
     MAX_MESSAGE_CHARS,
     DeadLetter,
     parse_headers,
 )
-from services.participant.decoder import RecordDecoder, Rejected
-from shared.config import TableConfig
+from hudi_sink.services.participant.decoded import Rejected
+from hudi_sink.services.participant.decoder import RecordDecoder
+from hudi_sink.shared.config.settings import TableConfig
 
 ORDERS = TableConfig(
         schema="id STRING, ts TIMESTAMP, country STRING, amount DOUBLE, qty BIGINT, ok BOOLEAN, "

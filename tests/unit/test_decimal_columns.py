@@ -14,13 +14,13 @@ import pytest
 from kafka_records import accept_values
 from registry_app import confluent_avro
 
-from services.participant.avro_format import AvroValues
-from services.participant.decoded import Rejected, rows_to_arrow
-from services.participant.decoder import RecordDecoder
-from shared.config import TableConfig
-from shared.errors import SchemaError
-from shared.schema import parse_ddl
-from shared.schema_registry import FileSchema
+from hudi_sink.services.participant.avro_format import AvroValues
+from hudi_sink.services.participant.decoded import Rejected, rows_to_arrow
+from hudi_sink.services.participant.decoder import RecordDecoder
+from hudi_sink.shared.config.settings import TableConfig
+from hudi_sink.shared.errors import SchemaError
+from hudi_sink.shared.schema.registry import FileSchema
+from hudi_sink.shared.schema.table_schema import parse_ddl
 
 TABLE = TableConfig(schema="id STRING, price DECIMAL(9, 2), big numeric(38)", record_key_field="id",
                     ).table_schema()
@@ -65,7 +65,7 @@ def test_avro_decimal_logical_type(tmp_path: Path) -> None:
                                    "scale": 2}}]}
     avsc = tmp_path / "r.avsc"
     avsc.write_text(json.dumps(writer))
-    values = AvroValues(FileSchema(str(avsc)))
+    values = AvroValues(FileSchema(str(avsc), 1))
     p = accept_values(RecordDecoder(TABLE, 1 << 20, value_parser=values.parse),
                 [confluent_avro(1, writer, {"id": "a", "price": Decimal("-0.05")})])
     assert rows_to_arrow(p.rows, TABLE).to_pylist() == [{"id": "a", "price": Decimal("-0.05"), "big": None}]

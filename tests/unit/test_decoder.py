@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.participant.decoded import ERROR_CLASSES, Rejected, Row, Skipped, rows_to_arrow
-from services.participant.decoder import RecordDecoder
-from shared.config import TableConfig
+from hudi_sink.services.participant.decoded import ERROR_CLASSES, Rejected, Row, Skipped, rows_to_arrow
+from hudi_sink.services.participant.decoder import RecordDecoder
+from hudi_sink.shared.config.settings import TableConfig
 
 ORDERS_DDL = "id STRING, ts TIMESTAMP, country STRING, amount DOUBLE, qty BIGINT, ok BOOLEAN, payload STRING"
 ORDERS = TableConfig(schema=ORDERS_DDL, record_key_field="id", partition_field="country").table_schema()
@@ -788,8 +788,8 @@ def test_valid_records_round_trip_other_kinds(
 
 
 def test_partition_value_too_long_for_a_directory_is_a_bad_record() -> None:
-    from services.participant.decoded import PARTITION_VALUE_TOO_LONG
-    from shared.config import TableConfig
+    from hudi_sink.services.participant.decoded import PARTITION_VALUE_TOO_LONG
+    from hudi_sink.shared.config.settings import TableConfig
 
     schema = TableConfig(schema="id STRING, country STRING", record_key_field="id",
                          partition_field="country").table_schema()

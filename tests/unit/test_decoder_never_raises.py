@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.participant.decoded import ERROR_CLASSES, Rejected, Row, Skipped, rows_to_arrow
-from services.participant.decoder import RecordDecoder
-from shared.config import TableConfig
+from hudi_sink.services.participant.decoded import ERROR_CLASSES, Rejected, Row, Skipped, rows_to_arrow
+from hudi_sink.services.participant.decoder import RecordDecoder
+from hudi_sink.shared.config.settings import TableConfig
 
 TABLE = TableConfig(
     schema="id STRING, amount DECIMAL(38, 2), big DECIMAL(38, 0), n BIGINT, d DATE, rate DOUBLE, "

@@ -9,8 +9,8 @@ from pathlib import Path
 from manual_clock import ManualClock
 from table_files import FS, abort, complete
 
-from services.deleter.table_state import TableStateCache
-from shared.hudi.table import HudiTable
+from hudi_sink.services.deleter.table_state import TableStateCache
+from hudi_sink.shared.hudi.table import HudiTable
 
 C1, P, C2, FUTURE = "20250101000000001", "20250101000000002", "20250101000000003", "20250101000000009"
 

@@ -10,14 +10,14 @@ from test_committer_fencing import Env
 from test_maintenance import RecordingDisposal, _cluster, _commit_small_files
 from test_maintenance import env as env  # the fixture
 
-from services.coordinator.maintenance.archival import Archiver
-from services.coordinator.maintenance.cleaning import Cleaner
-from services.coordinator.maintenance.view import load_view
-from services.deleter.decision import Outcome, decide
-from services.deleter.table_state import load_snapshot, scan_orphans
-from shared.deletion_intent import DeletionReason, PendingDelete
-from shared.fs import LocalFileSystem
-from shared.hudi.replace import ReplaceTimeline
+from hudi_sink.services.coordinator.maintenance.archival import Archiver
+from hudi_sink.services.coordinator.maintenance.cleaning import Cleaner
+from hudi_sink.services.coordinator.maintenance.view import load_view
+from hudi_sink.services.deleter.decision import Outcome, decide
+from hudi_sink.services.deleter.table_state import load_snapshot, scan_orphans
+from hudi_sink.shared.deletion.intent import DeletionReason, PendingDelete
+from hudi_sink.shared.hudi.replace import ReplaceTimeline
+from hudi_sink.shared.storage.fs import LocalFileSystem
 
 FS = LocalFileSystem()
 T = [f"2025010100000{i:04d}" for i in range(1, 60)]

@@ -13,13 +13,13 @@ import httpx
 from eventually import eventually_async
 from fastapi import FastAPI
 
-from services.deleter.context import Counted, Tally
-from services.deleter.errors import ServiceUnavailable
-from services.deleter.rest import build_router
-from services.deleter.settle import Effect
-from services.deleter.views import DeletionStats, DlqEntry, ReconcileResult, ReplayResult
-from shared.lifecycle import periodically
-from shared.metrics import Metrics
+from hudi_sink.services.deleter.context import Counted, Tally
+from hudi_sink.services.deleter.errors import ServiceUnavailable
+from hudi_sink.services.deleter.rest import build_router
+from hudi_sink.services.deleter.settle import Effect
+from hudi_sink.services.deleter.views import DeletionStats, DlqEntry, ReconcileResult, ReplayResult
+from hudi_sink.shared.runtime.lifecycle import periodically
+from hudi_sink.shared.runtime.metrics import Metrics
 
 DELETER = Path(__file__).resolve().parents[2] / "services" / "deleter"
 
@@ -73,7 +73,7 @@ def test_no_deleter_module_but_the_service_imports_the_service() -> None:
             continue
         imported = {node.module for node in ast.walk(ast.parse(path.read_text()))
                     if isinstance(node, ast.ImportFrom)}
-        assert "services.deleter.service" not in imported, path.name
+        assert "hudi_sink.services.deleter.service" not in imported, path.name
 
 
 def test_the_tally_feeds_stats_and_the_deletion_metric() -> None:

@@ -9,14 +9,14 @@ from test_committer_fencing import Env
 from test_maintenance import RecordingDisposal, T, _cluster, _commit_small_files, _crash, _ready_to_clean
 from test_maintenance import env as env  # the fixture
 
-from services.coordinator.maintenance.cleaning import Cleaner
-from services.coordinator.maintenance.clustering import Clusterer
-from services.coordinator.maintenance.view import load_view
-from services.deleter.decision import Decision, Outcome, decide
-from services.deleter.table_state import load_snapshot
-from shared.deletion_intent import DeletionReason, PendingDelete
-from shared.fs import LocalFileSystem
-from shared.hudi.replace import ReplaceTimeline
+from hudi_sink.services.coordinator.maintenance.cleaning import Cleaner
+from hudi_sink.services.coordinator.maintenance.clustering import Clusterer
+from hudi_sink.services.coordinator.maintenance.view import load_view
+from hudi_sink.services.deleter.decision import Decision, Outcome, decide
+from hudi_sink.services.deleter.table_state import load_snapshot
+from hudi_sink.shared.deletion.intent import DeletionReason, PendingDelete
+from hudi_sink.shared.hudi.replace import ReplaceTimeline
+from hudi_sink.shared.storage.fs import LocalFileSystem
 
 FS = LocalFileSystem()
 

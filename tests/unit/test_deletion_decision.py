@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 from table_files import FS, abort, complete, write_file
 
-from services.deleter.decision import Outcome, decide
-from services.deleter.table_state import TableSnapshot, load_snapshot, scan_orphans
-from shared.deletion_intent import (
+from hudi_sink.services.deleter.decision import Outcome, decide
+from hudi_sink.services.deleter.table_state import TableSnapshot, load_snapshot, scan_orphans
+from hudi_sink.shared.deletion.intent import (
     DeletionDecodeError,
     DeletionReason,
     IntentHeaders,
     PendingDelete,
     intent_for_staged_file,
 )
-from shared.fs import FileInfo
-from shared.hudi.table import HudiTable
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.storage.fs import FileInfo
 
 BASE = "/tbl"
 C1, C2, R, P, MID = (f"2025010100000000{i}" for i in (1, 2, 3, 4, 5))

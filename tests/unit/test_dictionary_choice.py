@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from shared.spark_writer import PART_COLUMN, mostly_distinct_columns
+from hudi_sink.services.participant.spark_writer import PART_COLUMN, mostly_distinct_columns
 
 
 def test_unique_and_free_text_columns_go_without_dictionary() -> None:

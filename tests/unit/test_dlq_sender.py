@@ -11,12 +11,9 @@ from typing import Any
 import pytest
 from aiokafka.errors import MessageSizeTooLargeError
 
-from services.participant.dead_letters import DeadLetter
-from services.participant.dlq_sender import (
-    HEADER_VALUE_TRUNCATED,
-    DeadLetterSender,
-    DeadLetterSendError,
-)
+from hudi_sink.services.participant.dead_letters import DeadLetter
+from hudi_sink.services.participant.dlq_sender import DeadLetterSender, DeadLetterSendError
+from hudi_sink.shared.kafka.dlq_headers import HEADER_VALUE_TRUNCATED
 
 KEY = ("orders", 0)
 

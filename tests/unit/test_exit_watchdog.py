@@ -1,5 +1,5 @@
-"""The hard bound on a service's exit (``shared.exit_watchdog``, ``shared.runner``) and the
-daemon threads Spark calls run on (``shared.threads``).
+"""The hard bound on a service's exit (``shared.runtime.exit_watchdog``, ``shared.runtime.runner``) and the
+daemon threads Spark calls run on (``shared.runtime.threads``).
 
 Before them, a participant SIGTERMed while a worker thread was inside a call Python cannot
 interrupt (a SparkSession still starting, a Spark job) lived on until that call returned:
@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from eventually import eventually
 
-from shared.exit_watchdog import ExitWatchdog
-from shared.threads import in_daemon_thread
+from hudi_sink.shared.runtime.exit_watchdog import ExitWatchdog
+from hudi_sink.shared.runtime.threads import in_daemon_thread
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 STUCK_SERVICE = textwrap.dedent("""
     import asyncio, sys, threading
     from fastapi import FastAPI
-    from shared.runner import configure_logging, serve_service
+    from hudi_sink.shared.runtime.runner import configure_logging, serve_service
 
     class Stuck:
         name = "stuck"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.errors import ConfigError
-from shared.faults import Faults
+from hudi_sink.shared.errors import ConfigError
+from hudi_sink.shared.runtime.faults import Faults
 
 
 def test_drop_counts_down_per_type() -> None:

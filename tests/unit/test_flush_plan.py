@@ -7,12 +7,12 @@ import uuid
 import pytest
 from hudi_reference import hudi_escape
 
-from services.participant import flush_plan
-from services.participant.decoder import Row
-from services.participant.flush_plan import FlushInput, plan_flush
-from shared.config import TableConfig
-from shared.hudi.naming import parse_base_file_name
-from shared.spark_writer import PART_COLUMN
+from hudi_sink.services.participant import flush_plan
+from hudi_sink.services.participant.decoded import Row
+from hudi_sink.services.participant.flush_plan import FlushInput, plan_flush
+from hudi_sink.services.participant.spark_writer import PART_COLUMN
+from hudi_sink.shared.config.settings import TableConfig
+from hudi_sink.shared.hudi.naming import parse_base_file_name
 
 SCHEMA = TableConfig(schema="id STRING, city STRING", record_key_field="id",
                      partition_field="city").table_schema()

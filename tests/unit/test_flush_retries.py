@@ -10,15 +10,15 @@ from typing import Any
 
 import orjson
 
-from services.participant.decoder import RecordDecoder
-from services.participant.flusher import FLUSH_ATTEMPTS, Flusher
-from services.participant.transaction import TransactionParticipant
-from shared.config import config_from_mapping
-from shared.faults import Faults
-from shared.fs import LocalFileSystem
-from shared.hudi.table import HudiTable
-from shared.metrics import Metrics
-from shared.spark_writer import PlannedFile, SparkWriteError, WrittenFile
+from hudi_sink.services.participant.decoder import RecordDecoder
+from hudi_sink.services.participant.flusher import FLUSH_ATTEMPTS, Flusher
+from hudi_sink.services.participant.spark_writer import PlannedFile, SparkWriteError, WrittenFile
+from hudi_sink.services.participant.transaction import TransactionParticipant
+from hudi_sink.shared.config.settings import config_from_mapping
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.runtime.faults import Faults
+from hudi_sink.shared.runtime.metrics import Metrics
+from hudi_sink.shared.storage.fs import LocalFileSystem
 
 
 class FlakyWriter:

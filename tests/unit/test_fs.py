@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.errors import ConfigError
-from shared.fs import FileInfo, FileSystem, LocalFileSystem, filesystem_for
+from hudi_sink.shared.errors import ConfigError
+from hudi_sink.shared.storage.fs import FileInfo, FileSystem, LocalFileSystem, filesystem_for
 
 
 def _leftovers(directory: Path) -> list[str]:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from s3_server import MotoS3
 
-from shared.fs import FileSystem, LocalFileSystem
-from shared.object_store import ObjectStoreFileSystem
+from hudi_sink.shared.storage.fs import FileSystem, LocalFileSystem
+from hudi_sink.shared.storage.object_store import ObjectStoreFileSystem
 
 
 @pytest.fixture(params=["local", "s3"])

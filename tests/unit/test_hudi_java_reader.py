@@ -27,11 +27,11 @@ from hudi_java import JavaRead, ReadRequest, assert_same_rows, read_agreed, read
 from test_committer_fencing import DDL, FS, Env, Staged
 from test_maintenance import T, _cluster, _commit_small_files
 
-from shared.config import TableConfig
-from shared.hudi.naming import base_file_name, new_file_id, partition_path, write_token
-from shared.hudi.replace import ReplaceTimeline
-from shared.hudi.table import HudiTable
-from shared.hudi.write_stats import WriteStat
+from hudi_sink.shared.config.settings import TableConfig
+from hudi_sink.shared.hudi.naming import base_file_name, new_file_id, partition_path, write_token
+from hudi_sink.shared.hudi.replace import ReplaceTimeline
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.hudi.write_stats import WriteStat
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -11,8 +11,8 @@ from hudi_reference import hudi_escape, hudi_unescape
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.errors import InvalidPartitionValue, TableFormatError
-from shared.hudi.naming import (
+from hudi_sink.shared.errors import InvalidPartitionValue, TableFormatError
+from hudi_sink.shared.hudi.naming import (
     HIVE_DEFAULT_PARTITION,
     BaseFileName,
     base_file_name,

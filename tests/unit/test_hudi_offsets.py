@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.errors import TableFormatError
-from shared.hudi.offsets import (
+from hudi_sink.shared.errors import TableFormatError
+from hudi_sink.shared.hudi.offsets import (
     KAFKA_COMMIT_OFFSETS_KEY,
     UNQUALIFIED_TOPIC_KEY,
     Offsets,

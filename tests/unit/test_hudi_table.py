@@ -14,16 +14,16 @@ import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 from recording_fs import RecordingFileSystem
 
-from shared.config import TableConfig
-from shared.errors import ConfigError, TableFormatError
-from shared.fs import LocalFileSystem
-from shared.hudi.layout import InstantState
-from shared.hudi.naming import base_file_name, new_file_id, partition_path, write_token
-from shared.hudi.offsets import KAFKA_COMMIT_OFFSETS_KEY, format_offsets, parse_offsets
-from shared.hudi.properties import format_properties, parse_properties
-from shared.hudi.table import HudiTable
-from shared.hudi.write_stats import WriteStat, build_commit_metadata
-from shared.schema import TableSchema
+from hudi_sink.shared.config.java_properties import format_properties, parse_properties
+from hudi_sink.shared.config.settings import TableConfig
+from hudi_sink.shared.errors import ConfigError, TableFormatError
+from hudi_sink.shared.hudi.layout import InstantState
+from hudi_sink.shared.hudi.naming import base_file_name, new_file_id, partition_path, write_token
+from hudi_sink.shared.hudi.offsets import KAFKA_COMMIT_OFFSETS_KEY, format_offsets, parse_offsets
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.hudi.write_stats import WriteStat, build_commit_metadata
+from hudi_sink.shared.schema.table_schema import TableSchema
+from hudi_sink.shared.storage.fs import LocalFileSystem
 
 DDL = "id STRING, ts TIMESTAMP, country STRING, amount DOUBLE"
 T1, T2, T3 = "20250101000000001", "20250101000000002", "20250101000000003"

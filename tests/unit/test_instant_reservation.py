@@ -13,12 +13,12 @@ from test_committer_fencing import Env
 from test_maintenance import T, _commit_small_files
 from test_maintenance import env as env  # the fixture
 
-from services.coordinator.committer import RecoveryReport
-from services.coordinator.instants import open_ingestion_below, reserve_instant
-from services.coordinator.transaction import DriverContext, TransactionDriver
-from shared.config import load_config
-from shared.errors import TableFormatError
-from shared.metrics import Metrics
+from hudi_sink.services.coordinator.committer import RecoveryReport
+from hudi_sink.services.coordinator.instants import open_ingestion_below, reserve_instant
+from hudi_sink.services.coordinator.transaction import DriverContext, TransactionDriver
+from hudi_sink.shared.config.settings import load_config
+from hudi_sink.shared.errors import TableFormatError
+from hudi_sink.shared.runtime.metrics import Metrics
 
 
 def _driver(env: Env) -> TransactionDriver:

@@ -12,15 +12,15 @@ import orjson
 from aiokafka import TopicPartition as KafkaTopicPartition
 from test_participant_control import FakeConsumer
 
-from services.participant.assignment import PartitionRegistry
-from services.participant.decoder import RecordDecoder
-from services.participant.dlq_sender import DeadLetterSender
-from services.participant.flusher import FlushResult
-from services.participant.intake import Intake
-from services.participant.runtime import BackgroundTasks, ParticipantClients, Runtime
-from services.participant.transaction import PendingBuffer, TransactionParticipant
-from shared.config import TableConfig
-from shared.metrics import Metrics
+from hudi_sink.services.participant.assignment import PartitionRegistry
+from hudi_sink.services.participant.decoder import RecordDecoder
+from hudi_sink.services.participant.dlq_sender import DeadLetterSender
+from hudi_sink.services.participant.flusher import FlushResult
+from hudi_sink.services.participant.intake import Intake
+from hudi_sink.services.participant.runtime import BackgroundTasks, ParticipantClients, Runtime
+from hudi_sink.services.participant.transaction import PendingBuffer, TransactionParticipant
+from hudi_sink.shared.config.settings import TableConfig
+from hudi_sink.shared.runtime.metrics import Metrics
 
 TOPIC = "bp"
 SCHEMA = TableConfig(schema="id STRING", record_key_field="id").table_schema()

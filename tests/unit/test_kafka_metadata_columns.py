@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 import orjson
 from kafka_records import Rec
 
-from services.participant.decoded import rows_to_arrow
-from services.participant.decoder import RecordDecoder
-from services.participant.transaction import TransactionParticipant
-from shared.config import TableConfig
+from hudi_sink.services.participant.decoded import rows_to_arrow
+from hudi_sink.services.participant.decoder import RecordDecoder
+from hudi_sink.services.participant.transaction import TransactionParticipant
+from hudi_sink.shared.config.settings import TableConfig
 
 SCHEMA = TableConfig(schema="id STRING, amount DOUBLE", record_key_field="id",
                      kafka_metadata=True).table_schema()

@@ -16,17 +16,17 @@ import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 from test_committer_fencing import DDL, FS, Env, Staged
 
-from services.coordinator.committer import TableCommitter
-from services.coordinator.maintenance.archival import Archiver
-from services.coordinator.maintenance.cleaning import Cleaner
-from services.coordinator.maintenance.clustering import Clusterer
-from services.coordinator.maintenance.plan import plan_clustering
-from services.coordinator.maintenance.view import load_view
-from shared.config import TableConfig
-from shared.errors import FencedError
-from shared.hudi.layout import Instant, InstantState
-from shared.hudi.replace import ReplaceTimeline
-from shared.hudi.table import HudiTable
+from hudi_sink.services.coordinator.committer import TableCommitter
+from hudi_sink.services.coordinator.maintenance.archival import Archiver
+from hudi_sink.services.coordinator.maintenance.cleaning import Cleaner
+from hudi_sink.services.coordinator.maintenance.clustering import Clusterer
+from hudi_sink.services.coordinator.maintenance.plan import plan_clustering
+from hudi_sink.services.coordinator.maintenance.view import load_view
+from hudi_sink.shared.config.settings import TableConfig
+from hudi_sink.shared.errors import FencedError
+from hudi_sink.shared.hudi.layout import Instant, InstantState
+from hudi_sink.shared.hudi.replace import ReplaceTimeline
+from hudi_sink.shared.hudi.table import HudiTable
 
 T = [f"2025010100000{i:04d}" for i in range(1, 60)]
 

@@ -11,10 +11,10 @@ from test_committer_fencing import Env
 from test_maintenance import T, _commit_small_files
 from test_maintenance import env as env  # the fixture
 
-from services.coordinator.maintenance.archival import Archiver
-from services.coordinator.maintenance.view import load_view
-from shared.config import MaintenanceConfig
-from shared.hudi.replace import ReplaceTimeline, replace_metadata
+from hudi_sink.services.coordinator.maintenance.archival import Archiver
+from hudi_sink.services.coordinator.maintenance.view import load_view
+from hudi_sink.shared.config.maintenance import MaintenanceConfig
+from hudi_sink.shared.hudi.replace import ReplaceTimeline, replace_metadata
 
 
 @pytest.mark.parametrize("settings", [

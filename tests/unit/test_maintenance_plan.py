@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.coordinator.maintenance.plan import (
+from hudi_sink.services.coordinator.maintenance.plan import (
     BaseFile,
     archivable,
     cleanable,

@@ -7,12 +7,12 @@ from test_committer_fencing import Env
 from test_maintenance import T, _cluster, _commit_small_files, _read
 from test_maintenance import env as env  # the fixture
 
-from services.coordinator.maintenance.archival import Archiver
-from services.coordinator.maintenance.cleaning import Cleaner
-from services.coordinator.maintenance.clustering import Clusterer
-from services.coordinator.maintenance.view import load_view
-from shared.hudi import layout
-from shared.hudi.replace import ReplaceTimeline
+from hudi_sink.services.coordinator.maintenance.archival import Archiver
+from hudi_sink.services.coordinator.maintenance.cleaning import Cleaner
+from hudi_sink.services.coordinator.maintenance.clustering import Clusterer
+from hudi_sink.services.coordinator.maintenance.view import load_view
+from hudi_sink.shared.hudi import layout
+from hudi_sink.shared.hudi.replace import ReplaceTimeline
 
 
 def test_recover_after_the_replacecommit_was_archived(env: Env) -> None:

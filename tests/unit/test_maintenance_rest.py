@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from services.coordinator.rest import build_maintenance_router
+from hudi_sink.services.coordinator.rest import build_maintenance_router
 
 
 class FakeService:

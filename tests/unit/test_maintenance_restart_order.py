@@ -16,18 +16,18 @@ from recording_fs import RecordingFileSystem
 from test_committer_fencing import DDL, Env
 from test_maintenance import T, _commit_small_files, _read
 
-from services.coordinator import service as service_module
-from services.coordinator.commit_state import CommitState
-from services.coordinator.disposal import DirectDisposal
-from services.coordinator.instants import reserve_instant
-from services.coordinator.maintenance.plan import plan_clustering
-from services.coordinator.maintenance.view import load_view
-from services.coordinator.service import CoordinatorParts, CoordinatorService
-from shared.config import load_config
-from shared.errors import FencedError
-from shared.hudi.layout import parse_timeline_file
-from shared.hudi.naming import instant_key
-from shared.states import CoordinatorPhase
+from hudi_sink.services.coordinator import service as service_module
+from hudi_sink.services.coordinator.commit_state import CommitState
+from hudi_sink.services.coordinator.disposal import DirectDisposal
+from hudi_sink.services.coordinator.instants import reserve_instant
+from hudi_sink.services.coordinator.maintenance.plan import plan_clustering
+from hudi_sink.services.coordinator.maintenance.view import load_view
+from hudi_sink.services.coordinator.service import CoordinatorParts, CoordinatorService
+from hudi_sink.shared.config.settings import load_config
+from hudi_sink.shared.errors import FencedError
+from hudi_sink.shared.hudi.layout import parse_timeline_file
+from hudi_sink.shared.hudi.naming import instant_key
+from hudi_sink.shared.runtime.states import CoordinatorPhase
 
 WAIT_S = 30
 

@@ -15,12 +15,12 @@ from test_committer_fencing import Env
 from test_maintenance import T, _commit_small_files
 from test_maintenance import env as env  # the fixture
 
-from services.coordinator.instants import wait_for_older_ingestion
-from services.coordinator.maintenance.clustering import Clusterer
-from services.coordinator.maintenance.plan import plan_clustering
-from services.coordinator.maintenance.view import load_view
-from shared.errors import FencedError
-from shared.hudi.replace import ReplaceTimeline
+from hudi_sink.services.coordinator.instants import wait_for_older_ingestion
+from hudi_sink.services.coordinator.maintenance.clustering import Clusterer
+from hudi_sink.services.coordinator.maintenance.plan import plan_clustering
+from hudi_sink.services.coordinator.maintenance.view import load_view
+from hudi_sink.shared.errors import FencedError
+from hudi_sink.shared.hudi.replace import ReplaceTimeline
 
 
 def _incremental(env: Env, start: str) -> list[str]:

@@ -9,13 +9,13 @@ from test_committer_fencing import Env
 from test_maintenance import RecordingDisposal, T, _commit_small_files, _read
 from test_maintenance import env as env  # the fixture
 
-from services.coordinator.maintenance import clustering as clustering_module
-from services.coordinator.maintenance.archival import Archiver
-from services.coordinator.maintenance.clustering import Clusterer
-from services.coordinator.maintenance.plan import BaseFile, plan_clustering
-from services.coordinator.maintenance.view import load_view
-from shared.errors import FencedError
-from shared.hudi.replace import ReplaceTimeline
+from hudi_sink.services.coordinator.maintenance import clustering as clustering_module
+from hudi_sink.services.coordinator.maintenance.archival import Archiver
+from hudi_sink.services.coordinator.maintenance.clustering import Clusterer
+from hudi_sink.services.coordinator.maintenance.plan import BaseFile, plan_clustering
+from hudi_sink.services.coordinator.maintenance.view import load_view
+from hudi_sink.shared.errors import FencedError
+from hudi_sink.shared.hudi.replace import ReplaceTimeline
 
 
 def _groups(timeline: ReplaceTimeline) -> list[list[BaseFile]]:

@@ -16,13 +16,13 @@ import pytest
 from kafka_records import accept_values
 from registry_app import confluent_avro
 
-from services.participant.avro_format import AvroValues
-from services.participant.decoded import rows_to_arrow
-from services.participant.decoder import RecordDecoder
-from shared.config import TableConfig
-from shared.errors import SchemaError
-from shared.schema import parse_ddl
-from shared.schema_registry import FileSchema
+from hudi_sink.services.participant.avro_format import AvroValues
+from hudi_sink.services.participant.decoded import rows_to_arrow
+from hudi_sink.services.participant.decoder import RecordDecoder
+from hudi_sink.shared.config.settings import TableConfig
+from hudi_sink.shared.errors import SchemaError
+from hudi_sink.shared.schema.registry import FileSchema
+from hudi_sink.shared.schema.table_schema import parse_ddl
 
 TABLE = TableConfig(schema="id STRING NOT NULL, tags ARRAY<STRING>, attrs MAP<STRING, BIGINT>, "
                            "addr STRUCT<city: STRING, zip INT, seen TIMESTAMP, "
@@ -97,7 +97,7 @@ def test_avro_values_with_nested_logical_types(tmp_path: Path) -> None:
              "addr": {"city": "Bonn", "seen": datetime(2024, 5, 1, 8, 30, tzinfo=UTC),
                       "when": date(2024, 5, 1)},
              "lines": [{"sku": "s", "price": Decimal("-1.50")}]}
-    p = accept_values(RecordDecoder(TABLE, 1 << 20, value_parser=AvroValues(FileSchema(str(avsc))).parse),
+    p = accept_values(RecordDecoder(TABLE, 1 << 20, value_parser=AvroValues(FileSchema(str(avsc), 1)).parse),
                 [confluent_avro(1, writer, datum)])
     assert p.dead_letters == []
     row = rows_to_arrow(p.rows, TABLE).to_pylist()[0]

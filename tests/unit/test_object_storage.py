@@ -11,20 +11,16 @@ import pytest
 import yaml
 from s3_server import IgnoringIfNoneMatch, MotoS3
 
-from services.cli import main
-from shared import runner
-from shared.deletion_intent import DeletionReason, PendingDelete, intent_for_staged_file
-from shared.errors import ConfigError
-from shared.exit_watchdog import ExitWatchdog
-from shared.fs import LocalFileSystem
-from shared.hudi import layout
-from shared.object_store import (
-    ObjectStoreFileSystem,
-    parse_store_uri,
-    reader_storage_options,
-    split_storage_options,
-)
-from shared.storage import check_exclusive_create, filesystem_for
+from hudi_sink.cli.main import main
+from hudi_sink.shared.deletion.intent import DeletionReason, PendingDelete, intent_for_staged_file
+from hudi_sink.shared.errors import ConfigError
+from hudi_sink.shared.hudi import layout
+from hudi_sink.shared.runtime import runner
+from hudi_sink.shared.runtime.exit_watchdog import ExitWatchdog
+from hudi_sink.shared.storage.backend import check_exclusive_create, filesystem_for
+from hudi_sink.shared.storage.fs import LocalFileSystem
+from hudi_sink.shared.storage.object_store import ObjectStoreFileSystem
+from hudi_sink.shared.storage.store_uri import parse_store_uri, reader_storage_options, split_storage_options
 
 
 @pytest.fixture

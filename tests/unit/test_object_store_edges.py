@@ -21,12 +21,12 @@ import pytest
 import yaml
 from s3_server import DROP, MotoS3, ProxiedRequest, Reply, S3Proxy, s3_error
 
-from services.cli import main
-from shared import object_store
-from shared.config import load_config
-from shared.errors import ConfigError
-from shared.object_store import COPY_LIMIT, ObjectStoreFileSystem, StorageError
-from shared.storage import check_base_path, filesystem_for
+from hudi_sink.cli.main import main
+from hudi_sink.shared.config.settings import load_config
+from hudi_sink.shared.errors import ConfigError
+from hudi_sink.shared.storage import object_store
+from hudi_sink.shared.storage.backend import check_base_path, filesystem_for
+from hudi_sink.shared.storage.object_store import COPY_LIMIT, ObjectStoreFileSystem, StorageError
 
 CONFLICT = s3_error(409, "ConditionalRequestConflict", "A conflicting conditional operation is "
                     "currently in progress against this resource. Please try again.")

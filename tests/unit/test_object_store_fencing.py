@@ -13,17 +13,17 @@ import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 from s3_server import MotoS3
 
-from services.cli import main
-from services.coordinator.committer import TableCommitter
-from services.coordinator.disposal import DirectDisposal
-from services.table_cmd import read_rows, table_history, table_summary
-from shared.config import TableConfig
-from shared.errors import FencedError
-from shared.hudi.naming import base_file_name, new_file_id, partition_path, write_token
-from shared.hudi.offsets import KAFKA_COMMIT_OFFSETS_KEY, format_offsets
-from shared.hudi.table import HudiTable
-from shared.hudi.write_stats import WriteStat, build_commit_metadata
-from shared.object_store import ObjectStoreFileSystem
+from hudi_sink.cli.main import main
+from hudi_sink.cli.table_cmd import read_rows, table_history, table_summary
+from hudi_sink.services.coordinator.committer import TableCommitter
+from hudi_sink.services.coordinator.disposal import DirectDisposal
+from hudi_sink.shared.config.settings import TableConfig
+from hudi_sink.shared.errors import FencedError
+from hudi_sink.shared.hudi.naming import base_file_name, new_file_id, partition_path, write_token
+from hudi_sink.shared.hudi.offsets import KAFKA_COMMIT_OFFSETS_KEY, format_offsets
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.hudi.write_stats import WriteStat, build_commit_metadata
+from hudi_sink.shared.storage.object_store import ObjectStoreFileSystem
 
 DDL = "id STRING, country STRING, amount DOUBLE"
 T1, T2 = "20250101000000001", "20250101000000002"

@@ -13,14 +13,14 @@ from pathlib import Path
 from s3_server import MotoS3
 from table_files import FS, abort, complete, write_file
 
-from services.deleter.context import DeleterContext, Tally
-from services.deleter.reconcile import Reconciler
-from services.deleter.table_state import TableStateCache, load_snapshot, scan_orphans
-from shared.config import DeletionConfig
-from shared.fs import FileInfo, LocalFileSystem
-from shared.hudi.table import HudiTable
-from shared.metrics import Metrics
-from shared.object_store import ObjectStoreFileSystem
+from hudi_sink.services.deleter.context import DeleterContext, Tally
+from hudi_sink.services.deleter.reconcile import Reconciler
+from hudi_sink.services.deleter.table_state import TableStateCache, load_snapshot, scan_orphans
+from hudi_sink.shared.config.settings import DeletionConfig
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.runtime.metrics import Metrics
+from hudi_sink.shared.storage.fs import FileInfo, LocalFileSystem
+from hudi_sink.shared.storage.object_store import ObjectStoreFileSystem
 
 C1, R = "20250101000000001", "20250101000000003"
 HOUR = 3600.0

@@ -16,20 +16,19 @@ import pytest
 from aiokafka import TopicPartition as KafkaTopicPartition
 from eventually import eventually_async
 from manual_clock import ManualClock
+from memory_channel import MemoryChannel, MemoryControlBus
 
-from services.participant.assignment import PartitionRegistry
-from services.participant.control import ControlHandler
-from services.participant.decoder import RecordDecoder
-from services.participant.dlq_sender import DeadLetterSender
-from services.participant.flusher import FlushResult
-from services.participant.intake import Intake
-from services.participant.reports import Reporter
-from services.participant.runtime import BackgroundTasks, ParticipantClients, Runtime
-from services.participant.transaction import PendingBuffer, TransactionParticipant
-from shared.config import TableConfig, TransactionConfig
-from shared.memory_channel import MemoryChannel, MemoryControlBus
-from shared.metrics import Metrics
-from shared.protocol import (
+from hudi_sink.services.participant.assignment import PartitionRegistry
+from hudi_sink.services.participant.control import ControlHandler
+from hudi_sink.services.participant.decoder import RecordDecoder
+from hudi_sink.services.participant.dlq_sender import DeadLetterSender
+from hudi_sink.services.participant.flusher import FlushResult
+from hudi_sink.services.participant.intake import Intake
+from hudi_sink.services.participant.reports import Reporter
+from hudi_sink.services.participant.runtime import BackgroundTasks, ParticipantClients, Runtime
+from hudi_sink.services.participant.transaction import PendingBuffer, TransactionParticipant
+from hudi_sink.shared.config.settings import TableConfig, TransactionConfig
+from hudi_sink.shared.kafka.protocol import (
     AckCommit,
     EndCommit,
     Envelope,
@@ -43,7 +42,8 @@ from shared.protocol import (
     TopicPartition,
     WriteStatus,
 )
-from shared.states import PartitionPhase
+from hudi_sink.shared.runtime.metrics import Metrics
+from hudi_sink.shared.runtime.states import PartitionPhase
 
 TOPIC = "d"
 KTP = KafkaTopicPartition(TOPIC, 0)

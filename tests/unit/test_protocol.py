@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from shared.errors import ProtocolDecodeError
-from shared.protocol import (
+from hudi_sink.shared.errors import ProtocolDecodeError
+from hudi_sink.shared.kafka.protocol import (
     PROTOCOL_VERSION,
     AckCommit,
     EndCommit,

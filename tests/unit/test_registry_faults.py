@@ -19,12 +19,12 @@ import pytest
 from kafka_records import Rec
 from registry_app import LocalRegistry, RawServer, Step, confluent_avro, self_signed_certificate
 
-from services.participant.avro_format import AvroValues
-from services.participant.decoder import RecordDecoder
-from services.participant.transaction import TransactionParticipant
-from shared.config import TableConfig
-from shared.config_sections import AvroConfig
-from shared.schema_registry import RegistrySchemas, RegistryUnavailable
+from hudi_sink.services.participant.avro_format import AvroValues
+from hudi_sink.services.participant.decoder import RecordDecoder
+from hudi_sink.services.participant.transaction import TransactionParticipant
+from hudi_sink.shared.config.sections import AvroConfig
+from hudi_sink.shared.config.settings import TableConfig
+from hudi_sink.shared.schema.registry import RegistrySchemas, RegistryUnavailable
 
 TABLE = TableConfig(schema="id STRING NOT NULL", record_key_field="id").table_schema()
 SCHEMA: dict[str, Any] = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "string"}]}

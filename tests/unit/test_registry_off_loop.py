@@ -28,19 +28,19 @@ from kafka_records import Rec
 from manual_clock import ManualClock
 from registry_app import LocalRegistry, RawServer, Step, confluent_avro
 
-from services.participant.assignment import PartitionRegistry
-from services.participant.avro_format import AvroValues
-from services.participant.decoder import RecordDecoder
-from services.participant.dlq_sender import DeadLetterSender
-from services.participant.intake import Intake
-from services.participant.runtime import BackgroundTasks, ParticipantClients, Runtime
-from services.participant.schema_fetches import MAX_FETCHES, BackgroundSchemas, SchemaPending
-from services.participant.service import ParticipantService
-from services.participant.transaction import TransactionParticipant
-from shared.config import TableConfig, config_from_mapping
-from shared.config_sections import AvroConfig
-from shared.metrics import Metrics
-from shared.schema_registry import RegistrySchemas, RegistryUnavailable, UnknownSchemaId
+from hudi_sink.services.participant.assignment import PartitionRegistry
+from hudi_sink.services.participant.avro_format import AvroValues
+from hudi_sink.services.participant.decoder import RecordDecoder
+from hudi_sink.services.participant.dlq_sender import DeadLetterSender
+from hudi_sink.services.participant.intake import Intake
+from hudi_sink.services.participant.runtime import BackgroundTasks, ParticipantClients, Runtime
+from hudi_sink.services.participant.schema_fetches import MAX_FETCHES, BackgroundSchemas, SchemaPending
+from hudi_sink.services.participant.service import ParticipantService
+from hudi_sink.services.participant.transaction import TransactionParticipant
+from hudi_sink.shared.config.sections import AvroConfig
+from hudi_sink.shared.config.settings import TableConfig, config_from_mapping
+from hudi_sink.shared.runtime.metrics import Metrics
+from hudi_sink.shared.schema.registry import RegistrySchemas, RegistryUnavailable, UnknownSchemaId
 
 SCHEMA: dict[str, Any] = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "string"}]}
 KTP = KafkaTopicPartition("t", 0)

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from registry_app import LocalRegistry, confluent_avro
 
-from services.participant.avro_format import AvroValues
-from services.participant.decoded import Deferred
-from shared.config_sections import AvroConfig
-from shared.schema_registry import (
+from hudi_sink.services.participant.avro_format import AvroValues
+from hudi_sink.services.participant.decoded import Deferred
+from hudi_sink.shared.config.sections import AvroConfig
+from hudi_sink.shared.schema.registry import (
     MAX_ANSWER_BYTES,
     RegistrySchemas,
     RegistryUnavailable,

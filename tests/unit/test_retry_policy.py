@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from shared.config import ServiceConfig
-from shared.errors import ConfigError, HudiSinkBug
-from shared.retry import retrying
+from hudi_sink.shared.config.sections import ServiceConfig
+from hudi_sink.shared.errors import ConfigError, HudiSinkBug
+from hudi_sink.shared.runtime.retry import retrying
 
 
 async def _run(config: ServiceConfig, fail_times: int, error: Exception,

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from services.cli import main
-from shared.config import load_config
-from shared.errors import ConfigError
-from shared.seed_config import IGNORED_KEYS, SEED_KEYS
+from hudi_sink.cli.main import main
+from hudi_sink.shared.config.seed import IGNORED_KEYS, SEED_KEYS
+from hudi_sink.shared.config.settings import load_config
+from hudi_sink.shared.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = Path("/work/shared/seeds/hudi-rfc32-kafka-connect-sink.txt")

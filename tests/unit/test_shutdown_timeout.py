@@ -14,9 +14,9 @@ import pytest
 from eventually import eventually_async
 from fastapi import APIRouter
 
-from shared.config import config_from_mapping
-from shared.lifecycle import CANCEL_GRACE_S, ServiceShell
-from shared.states import ServicePhase
+from hudi_sink.shared.config.settings import config_from_mapping
+from hudi_sink.shared.runtime.lifecycle import CANCEL_GRACE_S, ServiceShell
+from hudi_sink.shared.runtime.states import ServicePhase
 
 
 class Stubborn(ServiceShell[str]):

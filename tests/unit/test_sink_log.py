@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 from recording_fs import Op, RecordingFileSystem
 
-from shared.errors import FencedError, TableFormatError
-from shared.fs import LocalFileSystem
-from shared.sink_log import SinkLog
-from shared.sink_log_state import (
+from hudi_sink.shared.errors import FencedError, TableFormatError
+from hudi_sink.shared.hudi.sink_log import SinkLog
+from hudi_sink.shared.hudi.sink_log_state import (
     MAX_REASON_CHARS,
     DecisionRecord,
     EntryKind,
@@ -25,6 +24,7 @@ from shared.sink_log_state import (
     SinkLogState,
     plan_trim,
 )
+from hudi_sink.shared.storage.fs import LocalFileSystem
 
 FS = LocalFileSystem()
 

@@ -14,16 +14,16 @@ from test_committer_fencing import Env, Staged
 from test_maintenance import T, _commit_small_files, _read
 from test_maintenance import env as env  # the fixture
 
-from services.coordinator.committer import TableCommitter
-from services.coordinator.maintenance.cleaning import CLEAN_ACTION
-from services.coordinator.maintenance.clustering import Clusterer
-from services.coordinator.maintenance.plan import plan_clustering
-from services.coordinator.maintenance.view import load_view
-from shared.errors import FencedError, TableFormatError
-from shared.fs import FileInfo, LocalFileSystem
-from shared.hudi.replace import ReplaceTimeline
-from shared.sink_log import SinkLog
-from shared.sink_log_state import EntryKind, LogEntry, plan_trim
+from hudi_sink.services.coordinator.committer import TableCommitter
+from hudi_sink.services.coordinator.maintenance.cleaning import CLEAN_ACTION
+from hudi_sink.services.coordinator.maintenance.clustering import Clusterer
+from hudi_sink.services.coordinator.maintenance.plan import plan_clustering
+from hudi_sink.services.coordinator.maintenance.view import load_view
+from hudi_sink.shared.errors import FencedError, TableFormatError
+from hudi_sink.shared.hudi.replace import ReplaceTimeline
+from hudi_sink.shared.hudi.sink_log import SinkLog
+from hudi_sink.shared.hudi.sink_log_state import EntryKind, LogEntry, plan_trim
+from hudi_sink.shared.storage.fs import FileInfo, LocalFileSystem
 
 FAULTS = ["response lost", "floor read failed"]
 

@@ -8,10 +8,10 @@ from test_committer_fencing import Env
 from test_maintenance import RecordingDisposal, T, _commit_small_files, _ready_to_clean
 from test_maintenance import env as env  # the fixture
 
-from services.coordinator.committer import TableCommitter
-from services.coordinator.maintenance.archival import Archiver
-from services.coordinator.maintenance.view import load_view
-from shared.hudi.replace import ReplaceTimeline
+from hudi_sink.services.coordinator.committer import TableCommitter
+from hudi_sink.services.coordinator.maintenance.archival import Archiver
+from hudi_sink.services.coordinator.maintenance.view import load_view
+from hudi_sink.shared.hudi.replace import ReplaceTimeline
 
 
 def _quiet_period(committer: TableCommitter, instants: list[str]) -> None:

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 from eventually import eventually_async
 
-from services.participant.spark_jobs import SparkJobs
-from shared.spark_writer import PART_COLUMN, PlannedFile, SparkWriteError, WrittenFile
+from hudi_sink.services.participant.spark_jobs import SparkJobs
+from hudi_sink.services.participant.spark_writer import PART_COLUMN, PlannedFile, SparkWriteError, WrittenFile
 
 
 class GatedWriter:
@@ -161,7 +161,7 @@ async def test_a_job_that_never_returns_fails_every_flush_abandons_the_session_a
     """A driver out of heap never answers: after ``job_timeout_s`` the running and the
     waiting flushes fail, nothing more is dispatched, the session is abandoned (its JVM
     killed), and ``watch`` raises so the participant exits instead of stalling."""
-    from shared.errors import SparkHungError
+    from hudi_sink.shared.errors import SparkHungError
 
     class HungWriter(GatedWriter):
         abandoned = 0
@@ -201,7 +201,7 @@ async def test_jobs_within_the_timeout_are_not_touched() -> None:
 async def test_a_shared_job_failing_because_the_hung_driver_was_killed_fails_its_flushes() -> None:
     """Two slots: A hangs; B1 and B2 share the other slot's next job, which fails when the
     hung JVM is killed. They must fail, not wait for a retry that will never be dispatched."""
-    from shared.errors import SparkHungError
+    from hudi_sink.shared.errors import SparkHungError
 
     class KilledWriter:
         def __init__(self) -> None:

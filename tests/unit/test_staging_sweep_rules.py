@@ -16,21 +16,21 @@ from eventually import eventually_async
 from manual_clock import ManualClock
 from table_files import FS, abort, complete, write_file
 
-from services.deleter.context import DeleterContext, Tally
-from services.deleter.schedule import Schedule, ScheduledWork
-from services.deleter.staging import (
+from hudi_sink.services.deleter.context import DeleterContext, Tally
+from hudi_sink.services.deleter.schedule import Schedule, ScheduledWork
+from hudi_sink.services.deleter.staging import (
     StagingSweeper,
     finished_reason,
     finished_staging,
     remove_if_empty,
     staging_dir_of,
 )
-from services.deleter.table_state import TableSnapshot, TableStateCache
-from shared.config import DeletionConfig
-from shared.deletion_intent import DeletionReason, PendingDelete
-from shared.hudi import layout
-from shared.hudi.table import HudiTable
-from shared.metrics import Metrics
+from hudi_sink.services.deleter.table_state import TableSnapshot, TableStateCache
+from hudi_sink.shared.config.settings import DeletionConfig
+from hudi_sink.shared.deletion.intent import DeletionReason, PendingDelete
+from hudi_sink.shared.hudi import layout
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.runtime.metrics import Metrics
 
 C, R, P, MID, UNKNOWN = (f"2025010100000000{i}" for i in (1, 2, 3, 4, 5))
 
@@ -117,12 +117,20 @@ async def test_a_sweep_pass_hands_old_files_of_finished_instants_to_the_rules(tm
         return True
 
     later = [0.0]
-    sweeper = StagingSweeper(context(base, lambda: time.time() + later[0]), settle, min_age_s=60)
+    start, live = time.time(), [False]
+
+    def clock() -> float:
+        """Frozen at ``start`` plus ``later`` for the boundary (59 s vs 60 s after the first
+        sighting, whatever the machine's load); live plus ``later`` for the last pass, whose
+        own deletions age the directories it then judges."""
+        return (time.time() if live[0] else start) + later[0]
+
+    sweeper = StagingSweeper(context(base, clock), settle, min_age_s=60)
     first = await sweeper.sweep()
     assert seen == [] and first.young == 3, "a file must have been seen min_age_s before"
     later[0] = 59.0
     assert (await sweeper.sweep()).young == 3 and seen == []
-    later[0] = 60.0
+    later[0], live[0] = 60.0, True
     rewritten = time.time() + 60  # c.parquet is written again "now": too young, seen or not
     os.utime(young_r, (rewritten, rewritten))
     result = await sweeper.sweep()

@@ -12,12 +12,13 @@ import pytest
 from s3_server import MotoS3
 from tenacity import wait_none
 
-from shared import object_store, staging_upload
-from shared.config import SinkConfig
-from shared.fs import LocalFileSystem
-from shared.object_store import ObjectStoreFileSystem
-from shared.spark_writer import SparkWriter
-from shared.staging_upload import UploadingSparkWriter, upload_files, writer_for
+from hudi_sink.services.participant import staging_upload
+from hudi_sink.services.participant.spark_writer import SparkWriter
+from hudi_sink.services.participant.staging_upload import UploadingSparkWriter, upload_files, writer_for
+from hudi_sink.shared.config.settings import SinkConfig
+from hudi_sink.shared.storage import object_store
+from hudi_sink.shared.storage.fs import LocalFileSystem
+from hudi_sink.shared.storage.object_store import ObjectStoreFileSystem
 
 
 @pytest.fixture
@@ -29,7 +30,7 @@ def test_files_small_and_multipart_arrive_whole(tmp_path: Path, store: ObjectSto
                                                 moto_s3: MotoS3) -> None:
     small, large = tmp_path / "small.parquet", tmp_path / "large.parquet"
     small.write_bytes(b"PAR1" * 10)
-    large.write_bytes(os.urandom(staging_upload.PART_BYTES * 2 + 12345))  # three parts
+    large.write_bytes(os.urandom(object_store.PART_BYTES * 2 + 12345))  # three parts
     root = f"s3://{store.location.bucket}/t/.hoodie/.temp/20260101000000000"
     upload_files(store, [(str(small), f"{root}/p/a.parquet"), (str(large), f"{root}/b.parquet")])
     assert store.read_bytes(f"{root}/p/a.parquet") == small.read_bytes()

@@ -7,8 +7,8 @@ from enum import Enum
 
 import pytest
 
-from shared.errors import IllegalTransition
-from shared.states import (
+from hudi_sink.shared.errors import IllegalTransition
+from hudi_sink.shared.runtime.states import (
     COORDINATOR_TRANSITIONS,
     PARTITION_TRANSITIONS,
     CoordinatorPhase,

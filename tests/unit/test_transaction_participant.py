@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.participant.decoder import RecordDecoder
-from services.participant.transaction import TransactionParticipant
-from shared.config import TableConfig
-from shared.errors import IllegalTransition
-from shared.protocol import StagedFile
-from shared.states import PartitionPhase
+from hudi_sink.services.participant.decoder import RecordDecoder
+from hudi_sink.services.participant.transaction import TransactionParticipant
+from hudi_sink.shared.config.settings import TableConfig
+from hudi_sink.shared.errors import IllegalTransition
+from hudi_sink.shared.kafka.protocol import StagedFile
+from hudi_sink.shared.runtime.states import PartitionPhase
 
 SCHEMA = TableConfig(schema="id STRING, country STRING, amount DOUBLE", record_key_field="id",
                 partition_field="country").table_schema()

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import logging
 
-from services.coordinator.committer import TableCommitter
-from services.coordinator.maintenance.plan import archivable, earliest_retained
-from services.coordinator.maintenance.view import TableView
-from shared.hudi import layout
-from shared.hudi.layout import Instant, InstantState
-from shared.hudi.naming import instant_key
-from shared.hudi.replace import ReplaceTimeline
-from shared.sink_log import LogEntry
+from hudi_sink.services.coordinator.committer import TableCommitter
+from hudi_sink.services.coordinator.maintenance.plan import archivable, earliest_retained
+from hudi_sink.services.coordinator.maintenance.view import TableView
+from hudi_sink.shared.hudi import layout
+from hudi_sink.shared.hudi.layout import Instant, InstantState
+from hudi_sink.shared.hudi.naming import instant_key
+from hudi_sink.shared.hudi.replace import ReplaceTimeline
+from hudi_sink.shared.hudi.sink_log_state import LogEntry
 
 __all__ = ["ARCHIVE_ACTION", "Archiver"]
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import logging
 
-from services.coordinator.committer import TableCommitter
-from services.coordinator.maintenance.plan import cleanable, earliest_retained
-from services.coordinator.maintenance.view import TableView
-from shared.deletion_intent import DeletionReason
-from shared.hudi.replace import CleanRecord, ReplaceTimeline
-from shared.sink_log import LogEntry
+from hudi_sink.services.coordinator.committer import TableCommitter
+from hudi_sink.services.coordinator.maintenance.plan import cleanable, earliest_retained
+from hudi_sink.services.coordinator.maintenance.view import TableView
+from hudi_sink.shared.deletion.intent import DeletionReason
+from hudi_sink.shared.hudi.replace import CleanRecord, ReplaceTimeline
+from hudi_sink.shared.hudi.sink_log_state import LogEntry
 
 __all__ = ["CLEAN_ACTION", "Cleaner"]
 

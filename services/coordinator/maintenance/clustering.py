@@ -24,16 +24,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from services.coordinator.committer import TableCommitter
-from services.coordinator.maintenance.plan import BaseFile
-from services.coordinator.maintenance.scratch import remove_abandoned, scratch_dir
-from shared.errors import TableFormatError
-from shared.fs import FileSystem
-from shared.hudi import layout
-from shared.hudi.naming import base_file_name, new_file_id
-from shared.hudi.replace import ReplaceTimeline, replace_metadata
-from shared.hudi.write_stats import WriteStat
-from shared.sink_log import LogEntry
+from hudi_sink.services.coordinator.committer import TableCommitter
+from hudi_sink.services.coordinator.maintenance.plan import BaseFile
+from hudi_sink.services.coordinator.maintenance.scratch import remove_abandoned, scratch_dir
+from hudi_sink.shared.errors import TableFormatError
+from hudi_sink.shared.hudi import layout
+from hudi_sink.shared.hudi.naming import base_file_name, new_file_id
+from hudi_sink.shared.hudi.replace import ReplaceTimeline, replace_metadata
+from hudi_sink.shared.hudi.sink_log_state import LogEntry
+from hudi_sink.shared.hudi.write_stats import WriteStat
+from hudi_sink.shared.storage.fs import FileSystem
 
 __all__ = ["Clusterer", "rewrite_group"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from shared.hudi.naming import instant_key
+from hudi_sink.shared.hudi.naming import instant_key
 
 __all__ = ["BaseFile", "plan_clustering", "earliest_retained", "cleanable", "archivable"]
 

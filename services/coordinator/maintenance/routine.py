@@ -23,19 +23,19 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge
 
-from services.coordinator.committer import TableCommitter
-from services.coordinator.instants import reserve_instant, wait_for_older_ingestion
-from services.coordinator.maintenance.archival import Archiver
-from services.coordinator.maintenance.cleaning import Cleaner
-from services.coordinator.maintenance.clustering import Clusterer
-from services.coordinator.maintenance.plan import plan_clustering
-from services.coordinator.maintenance.view import TableView, load_view
-from services.coordinator.transaction import TransactionDriver
-from shared.config import SinkConfig
-from shared.errors import FencedError, HudiSinkError
-from shared.hudi.replace import ReplaceTimeline
-from shared.hudi.table import HudiTable
-from shared.metrics import Metrics
+from hudi_sink.services.coordinator.committer import TableCommitter
+from hudi_sink.services.coordinator.instants import reserve_instant, wait_for_older_ingestion
+from hudi_sink.services.coordinator.maintenance.archival import Archiver
+from hudi_sink.services.coordinator.maintenance.cleaning import Cleaner
+from hudi_sink.services.coordinator.maintenance.clustering import Clusterer
+from hudi_sink.services.coordinator.maintenance.plan import plan_clustering
+from hudi_sink.services.coordinator.maintenance.view import TableView, load_view
+from hudi_sink.services.coordinator.transaction import TransactionDriver
+from hudi_sink.shared.config.settings import SinkConfig
+from hudi_sink.shared.errors import FencedError, HudiSinkError
+from hudi_sink.shared.hudi.replace import ReplaceTimeline
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.runtime.metrics import Metrics
 
 __all__ = ["MaintenanceRoutine"]
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 
-from services.coordinator.maintenance.plan import BaseFile
-from shared.hudi.layout import InstantState
-from shared.hudi.naming import instant_key, parse_base_file_name
-from shared.hudi.replace import ReplaceTimeline
+from hudi_sink.services.coordinator.maintenance.plan import BaseFile
+from hudi_sink.shared.hudi.layout import InstantState
+from hudi_sink.shared.hudi.naming import instant_key, parse_base_file_name
+from hudi_sink.shared.hudi.replace import ReplaceTimeline
 
 __all__ = ["TableView", "load_view"]
 

@@ -1,0 +1,221 @@
+"""``hudi-sink config check``: what a service would run with, before it runs.
+
+The config is loaded by the same loader the services use (``shared.config.settings.load_config``: file,
+then environment, strict validation, relative ``base_path`` resolved), so a config that passes
+here starts a service and one that fails here fails there with the same message (exit 2
+naming the key). Deployments run it on the rendered ConfigMap (the Helm chart's tests do) and
+operators run it in a pod to see the effective settings.
+
+A ``.properties`` file (the Hudi Kafka Connect sink's key names, ``shared.config.seed``) is
+read by the same reader; each value it set names the properties key too (``# file
+(target.base.path)``), and the keys it ignores are listed with the reason.
+
+The output is the resolved configuration as YAML, each value followed by where it came from
+(``file``, ``env`` or ``default``), with secrets redacted: fields declared ``repr=False`` in
+``shared.config.settings`` (``admin.token``, ``kafka.sasl_plain_password``) and, inside free-form maps
+such as ``spark.conf`` and ``table.storage_options``, entries whose key looks like a credential
+(``aws_secret_access_key``, ``aws_session_token``, ``azure_storage_account_key`` …). A
+redacted value that is set shows as ``<redacted>``; an unset one stays ``null``, so an operator
+can still see whether the token reached the pod.
+
+A deprecated key (``shared.config.deprecated``) is listed with its replacement, and the value
+it set is shown under the new key with the old key's source, so the output is already the
+renamed config.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from dataclasses import field as dc_field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from hudi_sink.shared.config.deprecated import DEPRECATED_KEYS, deprecations
+from hudi_sink.shared.config.files import read_config_file
+
+# The loader's own environment parsing, so "env" is attributed exactly as the loader applied it.
+from hudi_sink.shared.config.settings import SinkConfig, _env_overrides, load_config
+
+__all__ = ["Checked", "check_config", "render_yaml", "render_json", "REDACTED", "secret_paths"]
+
+REDACTED = "<redacted>"
+
+_SECRET_KEY = re.compile(
+    r"pass(word|wd)?|secret|token|credential|private[._-]?key|access[._-]?key|sasl[._-]?jaas"
+    r"|account[._-]?key|sas[._-]?key|customer[._-]?key|proxy[._-]?url",
+    re.IGNORECASE,
+)
+"""Keys inside free-form maps (``spark.conf``, storage options) whose values are credentials."""
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+KeyPath = tuple[str, ...]
+
+
+def secret_paths(model: type[BaseModel] = SinkConfig, prefix: KeyPath = ()) -> set[KeyPath]:
+    """Paths (YAML key names) of every field declared secret (``repr=False``) in the model."""
+    found: set[KeyPath] = set()
+    for name, field in model.model_fields.items():
+        path = (*prefix, field.alias or name)
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            found |= secret_paths(annotation, path)
+        elif field.repr is False:
+            found.add(path)
+    return found
+
+
+def _leaves(node: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:
+    if isinstance(node, Mapping) and node:
+        for key, value in node.items():
+            yield from _leaves(value, (*path, str(key)))
+    else:
+        yield path, node
+
+
+def _has(nested: Mapping[str, Any], path: KeyPath) -> bool:
+    """Whether ``nested`` sets ``path`` or a section above it (a whole section from env JSON)."""
+    node: Any = nested
+    for part in path:
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+        if not isinstance(node, Mapping):
+            return True
+    return True
+
+
+def _redact(data: dict[str, Any]) -> dict[str, Any]:
+    secrets = secret_paths()
+
+    def walk(node: Any, path: KeyPath, in_free_map: bool) -> Any:
+        if path in secrets:
+            if isinstance(node, Mapping):  # a secret map (table.storage_options): judge each key
+                return {key: walk(value, (*path, key), True) for key, value in node.items()}
+            return REDACTED if node is not None else None
+        if isinstance(node, Mapping):
+            # A dict that is not a config section (spark.conf …) is free-form: judge its keys.
+            free = in_free_map or (path != () and not _is_section(path))
+            return {key: walk(value, (*path, key), free) for key, value in node.items()}
+        if in_free_map and path and _SECRET_KEY.search(path[-1]) and node is not None:
+            return REDACTED
+        return node
+
+    return dict(walk(data, (), False))
+
+
+def _is_section(path: KeyPath) -> bool:
+    model: type[BaseModel] = SinkConfig
+    for part in path:
+        fields = {(f.alias or n): f for n, f in model.model_fields.items()}
+        field = fields.get(part)
+        if field is None:
+            return False
+        annotation = field.annotation
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return False
+        model = annotation
+    return True
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A config as a service would run with it, and where each value came from."""
+
+    config: SinkConfig
+    data: dict[str, Any]
+    """The resolved config, secrets redacted."""
+    sources: dict[KeyPath, str]
+    """Each leaf: ``file``, ``env`` or ``default``."""
+    origins: dict[KeyPath, str] = dc_field(default_factory=dict)
+    """Leaves a properties file set: the properties key that set them."""
+    warnings: list[str] = dc_field(default_factory=list)
+    """Properties keys accepted but ignored, with the reason."""
+    deprecated: list[str] = dc_field(default_factory=list)
+    """Deprecated keys the config uses, each with what replaces it."""
+
+
+def check_config(path: str | Path, environ: Mapping[str, str] | None = None) -> Checked:
+    """Load ``path`` as a service would; return the config, its redacted dump and each leaf's
+    source. Raises ``ConfigError`` (exit 2 naming the key) exactly where a service would."""
+    env = dict(os.environ if environ is None else environ)
+    config = load_config(path, environ=env)
+    file = read_config_file(path)
+    file_data = file.data
+    env_data = _env_overrides(env)
+    dumped = config.model_dump(mode="json", by_alias=True)
+    sources: dict[KeyPath, str] = {}
+    for leaf, _ in _leaves(dumped):
+        if _has(env_data, leaf):
+            sources[leaf] = "env"
+        elif _has(file_data, leaf):
+            sources[leaf] = "file"
+        else:
+            sources[leaf] = "default"
+    origins = {leaf: key for leaf, key in file.origins.items() if sources.get(leaf) == "file"}
+    for old, (new, _) in DEPRECATED_KEYS.items():  # the old key set the new one's value
+        old_path, new_path = tuple(old.split(".")), tuple(new.split("."))
+        for data, source in ((env_data, "env"), (file_data, "file")):
+            if sources.get(new_path) == "default" and _has(data, old_path):
+                sources[new_path] = source
+    return Checked(config, _redact(dumped), sources, origins, list(file.warnings),
+                   deprecations(config))
+
+
+def _key(text: str) -> str:
+    return text if _PLAIN_KEY.match(text) else json.dumps(text)
+
+
+def render_yaml(checked: Checked, origin: str) -> str:
+    """YAML a service would accept again (values are JSON scalars, a subset of YAML), each
+    value annotated with its source."""
+    config, data, sources = checked.config, checked.data, checked.sources
+    lines = [f"# hudi-sink config check: {origin} is valid. Secrets are redacted; after each",
+             "# value: where it came from (file, env, default)."]
+    lines += [f"# ignored: {warning}" for warning in checked.warnings]
+    lines += [f"# deprecated: {note}" for note in checked.deprecated]
+
+    def walk(node: Mapping[str, Any], path: KeyPath, depth: int) -> None:
+        for key, value in node.items():
+            here = (*path, key)
+            indent = "  " * depth
+            if isinstance(value, Mapping) and value:
+                lines.append(f"{indent}{_key(key)}:")
+                walk(value, here, depth + 1)
+            else:
+                rendered = json.dumps(value, ensure_ascii=False)
+                source = sources.get(here, "default")
+                if here in checked.origins:
+                    source += f" ({checked.origins[here]})"
+                lines.append(f"{indent}{_key(key)}: {rendered}  # {source}")
+
+    walk(data, (), 0)
+    lines += [
+        f"# topics: {config.control_topic}, {config.dlq_topic}, {config.deletion_topic}, "
+        f"{config.deletion_retry_topic}, {config.deletion_dlq_topic}",
+        f"# groups: {config.participants_group}, {config.coordinator_group}, {config.deleter_group}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_json(checked: Checked) -> str:
+    """Machine-readable form: ``{"valid", "config", "sources", "properties_keys", "ignored",
+    "deprecated", …}`` (sources and properties keys by dotted path)."""
+    config = checked.config
+    return json.dumps({
+        "valid": True,
+        "config": checked.data,
+        "sources": {".".join(path): source for path, source in checked.sources.items()},
+        "properties_keys": {".".join(path): key for path, key in checked.origins.items()},
+        "ignored": checked.warnings,
+        "deprecated": checked.deprecated,
+        "topics": [config.control_topic, config.dlq_topic, config.deletion_topic,
+                   config.deletion_retry_topic, config.deletion_dlq_topic],
+        "groups": [config.participants_group, config.coordinator_group, config.deleter_group],
+    }, indent=2, ensure_ascii=False)

@@ -1,0 +1,238 @@
+"""``hudi-sink`` console script: argument parsing and wiring only.
+
+Exit codes: 0 clean stop, 1 runtime failure, 2 bad config or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hudi_sink.shared.config.settings import SinkConfig, load_config
+from hudi_sink.shared.errors import ConfigError
+from hudi_sink.shared.runtime.faults import Faults
+from hudi_sink.shared.runtime.runner import configure_logging, serve_service
+
+__all__ = ["main"]
+
+log = logging.getLogger("hudi_sink.cli")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # usage errors exit 2, as documented
+        self.print_usage(sys.stderr)
+        print(f"hudi-sink: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _load(path: str | None, admin_port: int | None = None) -> SinkConfig:
+    overrides = {"admin": {"port": admin_port}} if admin_port is not None else None
+    return load_config(path, overrides=overrides)
+
+
+def _service_command(factory: Callable[[SinkConfig], Any]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        config = _load(args.config, args.admin_port)
+        service = factory(config)
+        return asyncio.run(serve_service(
+            service, config.admin.host, config.admin.port,
+            shutdown_timeout_s=config.service.shutdown_timeout_ms / 1000))
+
+    return run
+
+
+def _coordinator(config: SinkConfig) -> Any:
+    from hudi_sink.services.coordinator.service import CoordinatorService
+
+    return CoordinatorService(config, admin_url=f"http://{config.admin.host}:{config.admin.port}",
+                              faults=Faults.from_environment())
+
+
+def _participant(config: SinkConfig) -> Any:
+    from hudi_sink.services.participant.service import ParticipantService
+
+    return ParticipantService(config, faults=Faults.from_environment())
+
+
+def _deleter(config: SinkConfig) -> Any:
+    from hudi_sink.services.deleter.service import DeleterService
+
+    return DeleterService(config)
+
+
+def _broker(args: argparse.Namespace) -> int:
+    from hudi_sink.cli.broker import run_broker_foreground
+
+    return asyncio.run(run_broker_foreground(args.port))
+
+
+def _dev(args: argparse.Namespace) -> int:
+    from hudi_sink.cli.dev import run_dev
+
+    return run_dev(args.config, args.records, until_done=args.until_done)
+
+
+def _produce(args: argparse.Namespace) -> int:
+    from hudi_sink.cli.produce import run_produce
+
+    config = _load(args.config)
+    return asyncio.run(run_produce(config, args.records, args.partitions, args.rate))
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    if args.stages and args.anchors:
+        raise _usage("bench: --anchors runs with the end-to-end bench, not with --stages")
+    if args.stages:
+        from hudi_sink.cli.bench.stages import run_stages
+
+        return run_stages(args.records, args.record_bytes, Path(args.out) if args.out else None)
+    if args.out is None:
+        raise _usage("bench: --out FILE.json is required (or --stages)")
+    from hudi_sink.cli.bench.command import BenchOptions, run_bench
+
+    try:
+        participants = tuple(int(p) for p in args.participants.split(",") if p.strip())
+        conf = tuple(tuple(item.split("=", 1)) for item in args.spark_conf)
+    except ValueError:
+        raise _usage("bench: --participants takes counts like 1,2") from None
+    if not participants or min(participants) < 1 or any(len(c) != 2 for c in conf):
+        raise _usage("bench: --participants takes counts like 1,2; --spark-conf KEY=VALUE")
+    if args.steady_rps < 0 or args.steady_seconds < 0:
+        raise _usage("bench: --steady-rps and --steady-seconds take numbers >= 0")
+    return run_bench(BenchOptions(
+        records=args.records, out=Path(args.out), record_bytes=args.record_bytes,
+        participants=participants, interval_ms=args.interval_ms,
+        flush_records=args.flush_records, spark_conf=conf,
+        work_dir=Path(args.work_dir) if args.work_dir else None, keep=args.keep,
+        steady_rps=args.steady_rps, steady_seconds=args.steady_seconds, anchors=args.anchors))
+
+
+def _usage(message: str) -> SystemExit:
+    print(f"hudi-sink: error: {message}", file=sys.stderr)
+    return SystemExit(2)
+
+
+def _table(args: argparse.Namespace) -> int:
+    from hudi_sink.cli.table_cmd import run_table
+
+    options: dict[str, str] = {}
+    for item in args.storage_option or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"wants KEY=VALUE, got {item!r}", "--storage-option")
+        options[key] = value
+    return run_table(args.action, args.path, as_json=args.json, limit=args.limit,
+                     as_of=args.as_of, options=options or None)
+
+
+def _config_check(args: argparse.Namespace) -> int:
+    """Validate as a service would (same loader, same exit 2 naming the key) and show the
+    resolved settings with secrets redacted, so a deployment can be checked before it runs."""
+    from hudi_sink.cli.config_check import check_config, render_json, render_yaml
+
+    checked = check_config(args.config)
+    shown = render_json(checked) if args.json else render_yaml(checked, args.config)
+    print(shown.rstrip("\n"))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="hudi-sink", description="Exactly-once Kafka → Apache Hudi sink")
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name, factory, text in (
+        ("coordinator", _coordinator, "run the transaction coordinator"),
+        ("participant", _participant, "run a participant (consumes data topics, writes files)"),
+        ("deleter", _deleter, "run the two-phase file deleter"),
+    ):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("--config", required=True, help="YAML config file")
+        cmd.add_argument("--admin-port", type=int, default=None, help="overrides admin.port")
+        cmd.set_defaults(func=_service_command(factory))
+    broker = sub.add_parser("broker", help="embedded development broker (tansu) in the foreground")
+    broker.add_argument("--port", type=int, default=9092)
+    broker.set_defaults(func=_broker)
+    dev = sub.add_parser("dev", help="broker, all services and a demo producer on this machine")
+    dev.add_argument("--config", default=None, help="YAML config (default: built-in demo config)")
+    dev.add_argument("--records", type=int, default=10000, help="demo records to produce")
+    dev.add_argument("--until-done", action="store_true",
+                     help="exit once every produced record is committed (for scripts)")
+    dev.set_defaults(func=_dev)
+    produce = sub.add_parser("produce", help="produce synthetic records built from table.schema")
+    produce.add_argument("--config", required=True)
+    produce.add_argument("--records", type=int, required=True)
+    produce.add_argument("--partitions", type=int, default=None,
+                         help="partitions when the topic is created (default 4)")
+    produce.add_argument("--rate", type=float, default=None, help="records per second (max)")
+    produce.set_defaults(func=_produce)
+    config = sub.add_parser("config", help="configuration tools")
+    config_sub = config.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    check = config_sub.add_parser(
+        "check", help="validate a config as the services would; print it resolved, secrets redacted")
+    check.add_argument("--config", required=True, help="YAML or .properties config file")
+    check.add_argument("--json", action="store_true", help="machine-readable output")
+    check.set_defaults(func=_config_check)
+    _add_bench(sub)
+    table = sub.add_parser("table", help="inspect a Hudi table (read with hudi-rs)")
+    table.add_argument("action", choices=["show", "history", "read"])
+    table.add_argument("--path", required=True, help="table base path")
+    table.add_argument("--json", action="store_true", help="machine-readable output")
+    table.add_argument("--limit", type=int, default=20, help="rows (read) or instants (history)")
+    table.add_argument("--as-of", default=None, help="read: time travel to this instant")
+    table.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
+                       help="object-store option for s3:// paths (as table.storage_options)")
+    table.set_defaults(func=_table)
+    return parser
+
+
+def _add_bench(sub: Any) -> None:
+    bench = sub.add_parser("bench", help="throughput, commit latency and memory (docs/performance.md)")
+    bench.add_argument("--records", type=int, default=1_000_000)
+    bench.add_argument("--out", default=None, help="results JSON file")
+    bench.add_argument("--record-bytes", type=int, default=1024, help="JSON value size")
+    bench.add_argument("--participants", default="1,2", help="participant counts to run")
+    bench.add_argument("--interval-ms", type=int, default=2000, help="transaction.interval_ms")
+    bench.add_argument("--flush-records", type=int, default=None,
+                       help="transaction.flush_records (default: the sink's default)")
+    bench.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                       help="extra spark.conf for the participants")
+    bench.add_argument("--steady-rps", type=int, default=5000,
+                       help="records/s of the steady-rate phase (latency once caught up)")
+    bench.add_argument("--steady-seconds", type=float, default=30,
+                       help="length of the steady-rate phase; 0 skips it")
+    bench.add_argument("--work-dir", default=None, help="parent of the scratch directory")
+    bench.add_argument("--keep", action="store_true", help="keep tables and logs")
+    bench.add_argument("--stages", action="store_true",
+                       help="per-stage micro-benchmarks (decode, Arrow build, Spark flush, commit)")
+    bench.add_argument("--anchors", action="store_true",
+                       help="run on Apache Kafka and measure Apache Iceberg's and Apache Hudi's Kafka "
+                            "Connect sinks beside the sink (needs a source checkout, Maven, Java 17)")
+    bench.set_defaults(func=_bench)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    configure_logging(args.log_level.upper())
+    try:
+        code = int(args.func(args))
+    except ConfigError as exc:
+        print(f"hudi-sink: configuration error: {exc}", file=sys.stderr)
+        code = 2
+    except KeyboardInterrupt:
+        code = 0
+    except Exception as exc:  # noqa: BLE001 - last resort: a clear message and exit code 1
+        log.debug("failure", exc_info=True)
+        print(f"hudi-sink: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        code = 1
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""``hudi-sink table show|history|read``: look at a table the way a user would.
+
+``show`` and ``history`` read the timeline files (and the sink log for rolled-back
+instants); ``read`` goes through hudi-rs, an independent reader, so what it prints is what
+any Hudi reader sees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from hudi_sink.shared.errors import ConfigError
+from hudi_sink.shared.hudi import layout
+from hudi_sink.shared.hudi.offsets import KAFKA_COMMIT_OFFSETS_KEY
+from hudi_sink.shared.hudi.sink_log import SinkLog
+from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.storage.backend import filesystem_for
+from hudi_sink.shared.storage.store_uri import is_object_store_uri, parse_store_uri, reader_storage_options
+
+__all__ = ["run_table", "table_summary", "table_history", "read_rows"]
+
+
+Options = Mapping[str, str] | None
+"""``--storage-option KEY=VALUE`` for an object-store path (over the AWS_* environment)."""
+
+
+def _open(path: str, options: Options = None) -> HudiTable:
+    path = _absolute(path)
+    table = HudiTable(filesystem_for(path, options), path)
+    if not table.is_initialized():
+        missing = f"{layout.METAFOLDER}/{layout.PROPERTIES_FILE}"
+        raise ConfigError(f"no Hudi table at {path} ({missing} missing)", "--path")
+    return table
+
+
+def _absolute(path: str) -> str:
+    return path if "://" in path else os.path.abspath(path)
+
+
+def _commit_row(instant: str, metadata: dict[str, Any]) -> dict[str, Any]:
+    stats = [s for group in metadata.get("partitionToWriteStats", {}).values() for s in group]
+    extra = metadata.get("extraMetadata", {})
+    return {
+        "commit_time": instant,
+        "state": "committed",
+        "records": sum(int(s.get("numWrites", 0)) for s in stats),
+        "files": len(stats),
+        "bytes": sum(int(s.get("fileSizeInBytes", 0)) for s in stats),
+        "offsets": extra.get(KAFKA_COMMIT_OFFSETS_KEY, ""),
+        "dlq": int(extra.get("hudi.sink.records.dlq", 0) or 0),
+    }
+
+
+def table_history(path: str, options: Options = None) -> list[dict[str, Any]]:
+    table = _open(path, options)
+    log_state = SinkLog(table.fs, table.base_path).read_state()
+    rows: dict[str, dict[str, Any]] = {}
+    for instant in table.completed_commits():
+        rows[instant] = _commit_row(instant, table.read_commit_metadata(instant))
+    for instant in table.pending_instants():
+        rows[instant] = {"commit_time": instant, "state": "inflight"}
+    for instant, entry in log_state.decisions.items():
+        if instant not in rows and entry.kind.value == "abort":
+            rows[instant] = {"commit_time": instant, "state": "rolled_back", "reason": entry.reason}
+    return [rows[k] for k in sorted(rows, reverse=True)]
+
+
+def table_summary(path: str, limit: int = 20, options: Options = None) -> dict[str, Any]:
+    table = _open(path, options)
+    props = table.read_properties()
+    history = table_history(table.base_path, options)
+    commits = [h for h in history if h["state"] == "committed"]
+    return {
+        "base_path": path,
+        "table_name": props.get("hoodie.table.name"),
+        "table_type": props.get("hoodie.table.type"),
+        "table_version": props.get("hoodie.table.version"),
+        "record_key": props.get("hoodie.table.recordkey.fields"),
+        "partition_fields": props.get("hoodie.table.partition.fields", ""),
+        "commits": len(commits),
+        "total_records": sum(c["records"] for c in commits),
+        "latest_commit": commits[0]["commit_time"] if commits else None,
+        "latest_offsets": commits[0]["offsets"] if commits else "",
+        "recent": history[:limit],
+    }
+
+
+def read_rows(path: str, as_of: str | None = None, options: Options = None) -> Any:
+    """All rows visible to hudi-rs (a pyarrow Table), optionally as of an instant; on an
+    object store hudi-rs gets the sink's options (environment, then ``options``)."""
+    import pyarrow as pa
+    from hudi import HudiReadOptions, HudiTableBuilder
+
+    _open(path, options)
+    builder = HudiTableBuilder.from_base_uri(_absolute(path))
+    if is_object_store_uri(path):
+        scheme = parse_store_uri(path).scheme
+        builder = builder.with_storage_options(reader_storage_options(scheme, options or {}, os.environ))
+    hudi_table = builder.build()
+    read_options = HudiReadOptions()
+    if as_of:
+        read_options = read_options.with_as_of_timestamp(as_of)
+    batches = hudi_table.read(read_options)
+    if not batches:
+        return pa.table({})
+    return pa.Table.from_batches(batches)
+
+
+def _print(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def run_table(action: str, path: str, *, as_json: bool, limit: int, as_of: str | None,
+              options: Options = None) -> int:
+    if action == "show":
+        summary = table_summary(path, limit, options)
+        if as_json:
+            _print(summary)
+            return 0
+        print(f"table {summary['table_name']} ({summary['table_type']}, v{summary['table_version']})"
+              f" at {path}")
+        print(f"record key {summary['record_key']}; partitioned by "
+              f"{summary['partition_fields'] or '(none)'}")
+        print(f"{summary['commits']} commits, {summary['total_records']} records; latest "
+              f"{summary['latest_commit']} offsets {summary['latest_offsets'] or '-'}")
+        _print_history(summary["recent"])
+        return 0
+    if action == "history":
+        history = table_history(path, options)[:limit]
+        if as_json:
+            _print(history)
+        else:
+            _print_history(history)
+        return 0
+    rows = read_rows(path, as_of, options)
+    key_col = "_hoodie_record_key"
+    distinct = len(set(rows.column(key_col).to_pylist())) if rows.num_rows else 0
+    sample = rows.slice(0, limit).to_pylist() if rows.num_rows else []
+    if as_json:
+        _print({"rows": rows.num_rows, "distinct_keys": distinct, "as_of": as_of, "sample": sample})
+        return 0
+    print(f"{rows.num_rows} rows, {distinct} distinct record keys" + (f" as of {as_of}" if as_of else ""))
+    for row in sample:
+        print({k: v for k, v in row.items() if not k.startswith("_hoodie") or k == key_col})
+    return 0
+
+
+def _print_history(history: list[dict[str, Any]]) -> None:
+    print(f"{'commit_time':<18} {'state':<12} {'records':>9} {'files':>6}  offsets")
+    for h in history:
+        print(f"{h['commit_time']:<18} {h['state']:<12} {h.get('records', ''):>9} "
+              f"{h.get('files', ''):>6}  {h.get('offsets', h.get('reason', ''))}")

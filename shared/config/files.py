@@ -1,0 +1,62 @@
+"""Reading a config file: YAML, or a ``.properties`` file with the Hudi Kafka Connect sink's
+key names (``shared.config.seed``), into the YAML-shaped mapping ``shared.config.settings`` validates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hudi_sink.shared.config.java_properties import parse_properties
+from hudi_sink.shared.config.seed import translate
+from hudi_sink.shared.errors import ConfigError
+
+__all__ = ["ConfigFile", "read_config_file"]
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """A config file's contents as the YAML-shaped mapping the loader validates."""
+
+    data: dict[str, Any]
+    base_dir: Path
+    origins: dict[tuple[str, ...], str] = field(default_factory=dict)
+    """For a properties file: YAML key → the properties key that set it."""
+    warnings: list[str] = field(default_factory=list)
+    """Keys accepted but ignored, each with the reason."""
+
+    def named(self, error: ConfigError) -> ConfigError:
+        """``error`` naming the properties key that set the YAML key at fault, when one did
+        (``transaction.interval.ms (→ transaction.interval_ms): …``)."""
+        origin = self.origins.get(tuple(error.key.split("."))) if error.key else None
+        if origin is None or origin == error.key:
+            return error
+        return ConfigError(str(error).removeprefix(f"{error.key}: "), f"{origin} (→ {error.key})")
+
+
+def read_config_file(path: str | Path) -> ConfigFile:
+    """Read YAML, or (``*.properties``) Java properties with the Hudi Kafka Connect sink's key
+    names (``shared.config.seed``). Raises ``ConfigError`` naming the file or the key."""
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"config file not found: {file}")
+    base_dir = file.resolve().parent
+    if file.suffix == ".properties":
+        # Java reads .properties as ISO-8859-1; UTF-8 is what people write today, and
+        # \uXXXX escapes work in both.
+        raw = file.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("latin-1")
+        seed = translate(parse_properties(text))
+        return ConfigFile(seed.data, base_dir, seed.origins, seed.warnings)
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {file} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {file} must hold a mapping at the top level")
+    return ConfigFile(data, base_dir)

@@ -1,0 +1,391 @@
+"""The one settings object every service receives.
+
+Precedence: CLI flag > environment (``HUDI_SINK__SECTION__KEY``) > YAML file > default.
+Validation is strict (unknown keys are errors) so a typo fails at start, naming the key,
+instead of silently running with a default.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from hudi_sink.shared.config.deprecated import deprecations
+from hudi_sink.shared.config.files import read_config_file
+from hudi_sink.shared.config.maintenance import MaintenanceConfig
+from hudi_sink.shared.config.sections import AvroConfig, ServiceConfig
+from hudi_sink.shared.errors import ConfigError
+from hudi_sink.shared.schema.avro_ddl import SOURCES, resolve_schema_source
+from hudi_sink.shared.schema.table_schema import TableSchema
+from hudi_sink.shared.storage.backend import check_base_path
+
+__all__ = [
+    "SinkConfig", "KafkaConfig", "TableConfig", "TransactionConfig", "ErrorsConfig",
+    "DeletionConfig", "AdminConfig", "SparkConfig", "load_config", "config_from_mapping",
+    "ENV_PREFIX"
+]
+
+ENV_PREFIX = "HUDI_SINK__"
+
+log = logging.getLogger("hudi_sink.config")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KafkaConfig(_Section):
+    """Where the data and control topics live and how to reach them."""
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    topics: list[str] = Field(default_factory=lambda: ["orders"], min_length=1)
+    session_timeout_ms: int = Field(10000, ge=1000)
+    heartbeat_interval_ms: int | None = Field(None, ge=100)
+    startup_timeout_s: float = Field(60, ge=0)
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_plain_username: str | None = None
+    sasl_plain_password: str | None = Field(None, repr=False)
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    control_topic: str | None = Field(None, min_length=1)
+    """The control topic's name (seed ``control.topic.name``); default ``<name>-control``."""
+    value_format: Literal["json", "connect_json", "avro"] = "json"
+    """A JSON object, or Connect's ``{"schema", "payload"}`` (seed ``…schemas.enable=true``)."""
+    isolation_level: Literal["read_committed", "read_uncommitted"] = "read_committed"
+    """What the sink's consumers read of transactional producers' data: committed data only
+    (records of aborted transactions never reach the table; an open transaction holds back its
+    partition until it ends), or everything, aborted records included. ``read_uncommitted``
+    exists for brokers without transactions support; an exactly-once sink should not use it."""
+    replication_factor: int | None = Field(None, ge=1)
+    """Replicas of the topics the sink creates; None takes the broker's
+    ``default.replication.factor``."""
+
+    @field_validator("topics")
+    @classmethod
+    def _distinct_topics(cls, topics: list[str]) -> list[str]:
+        if len(set(topics)) != len(topics):
+            raise ValueError("topics must be distinct")
+        for topic in topics:
+            if not topic or ":" in topic or "," in topic or "=" in topic:
+                raise ValueError(f"invalid topic name {topic!r} (empty, or holds ':' ',' '=')")
+        return topics
+
+    @model_validator(mode="after")
+    def _security_files(self) -> KafkaConfig:
+        for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+            path = getattr(self, key)
+            if path is not None and not Path(path).is_file():
+                raise ValueError(f"{key}: file not found: {path}")
+        if self.security_protocol.startswith("SASL") and self.sasl_mechanism is None:
+            raise ValueError("sasl_mechanism: required when security_protocol is SASL_*")
+        return self
+
+
+class TableConfig(_Section):
+    """The Hudi table written by the sink."""
+
+    base_path: str = "./warehouse/orders"
+    name: str = "orders"
+    database: str = "default"
+    record_key_field: str = "id"
+    partition_field: str | None = None
+    precombine_field: str | None = None
+    schema_ddl: str = Field(
+        "id STRING, ts TIMESTAMP, country STRING, amount DOUBLE, payload STRING",
+        alias="schema",
+        min_length=1,
+    )
+    hive_style_partitioning: bool = False
+    parquet_codec: Literal["snappy", "zstd", "gzip", "lz4", "none"] = "snappy"
+    """Compression of the Parquet base files (seed ``parquet.codec``)."""
+    kafka_metadata: bool = False
+    """Add the record's Kafka coordinates as columns (seed ``connect.meta.data``)."""
+    storage_options: dict[str, str] = Field(default_factory=dict, repr=False)  # s3: see README
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("storage_options", mode="before")
+    @classmethod
+    def _stringify_options(cls, options: Any) -> Any:  # YAML true -> "true", 30 -> "30"
+        return {str(k): str(v).lower() if isinstance(v, bool) else str(v)
+                for k, v in options.items()} if isinstance(options, Mapping) else options
+
+    def table_schema(self) -> TableSchema:
+        """``schema`` parsed and checked against the key fields (SchemaError names the key)."""
+        return TableSchema.parse(
+            self.schema_ddl,
+            table_name=self.name,
+            record_key_field=self.record_key_field,
+            partition_field=self.partition_field,
+            precombine_field=self.precombine_field,
+            kafka_metadata=self.kafka_metadata,
+        )
+
+
+class TransactionConfig(_Section):
+    """Timing of the coordinator's transactions and the participants' buffers."""
+
+    interval_ms: int = Field(60000, ge=100)
+    write_status_timeout_ms: int = Field(300000, ge=1000)
+    flush_records: int = Field(100000, ge=1)
+    flush_bytes: int | None = Field(None, ge=1024, exclude=True)
+    """Deprecated (``shared.config.deprecated``): read as ``buffer_bytes``; left out of dumps.
+    Declared first so that a bad value's error names this key, the one the user wrote."""
+    buffer_bytes: int = Field(24 * 1024 * 1024, ge=1024)
+    """A partition's buffer is flushed at ``flush_records`` rows or this many bytes of record
+    values, whichever comes first: what a participant holds stays bounded whatever the record
+    size. 24 MiB and not 32: on the bench (1 KB records, 4 partitions, one participant) the
+    Python side's peak went from ~640 to ~570 MB and the participant's from 2,000-2,080 to
+    1,830-1,870 MB, throughput within the run-to-run spread."""
+    resend_interval_ms: int = Field(2000, ge=100)
+    """How often lost control messages are healed (re-announce / re-send)."""
+    allow_empty_commit: bool = True
+    """False: an instant in which nothing arrived is rolled back instead of committed (seed
+    ``hoodie.allow.empty.commit``); offsets only move when records arrived, so none is lost."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_flush_bytes(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or data.get("flush_bytes") is None:
+            return data
+        if data.get("buffer_bytes") is not None:
+            raise ValueError("transaction.flush_bytes is the old name of transaction.buffer_bytes;"
+                             " set only buffer_bytes (and spark.job_bytes for the Spark job bound)")
+        return {**data, "buffer_bytes": data["flush_bytes"]}
+
+
+class ErrorsConfig(_Section):
+    """What happens to records that do not fit the schema."""
+
+    tolerance: Literal["dlq", "fail"] = "dlq"
+    max_record_bytes: int = Field(10485760, ge=1)
+
+
+class DeletionConfig(_Section):
+    """Two-phase deletion (PIP-186) knobs."""
+
+    partitions: int = Field(4, ge=1)
+    send_delay_s: float = Field(60, ge=0)
+    reconsume_later_s: float = Field(600, ge=0)
+    max_redeliveries: int = Field(10, ge=0)
+    cache_expiry_s: float = Field(600, ge=0)
+    orphan_min_age_s: float = Field(3600, ge=0)
+    reconcile_interval_s: float = Field(3600, ge=0)
+    """How often one deleter pod runs the orphan scan and enqueues what it finds (0: never;
+    ``POST /deletions/reconcile`` still works)."""
+
+
+class AdminConfig(_Section):
+    """The FastAPI admin surface of each service."""
+
+    host: str = "0.0.0.0"
+    port: int = Field(8080, ge=0, le=65535)
+    token: str | None = Field(None, repr=False, min_length=1)
+    """Bearer token every service route needs. Empty is an error rather than "no token": an
+    empty Secret mounted as ``HUDI_SINK__ADMIN__TOKEN`` must fail at start, not open the door."""
+    allow_unauthenticated: bool = False
+    """Without a token, requests that change the sink (POST …) are refused unless this is true
+    (``hudi-sink dev``, tests on a trusted machine). Ignored when ``token`` is set."""
+
+
+class SparkConfig(_Section):
+    """The participant's SparkSession."""
+
+    master: str = "local[2]"
+    conf: dict[str, str] = Field(default_factory=dict)
+    job_bytes: int | None = Field(None, ge=1024)
+    """At most this much Arrow data in one Spark job: flushes of one instant that wait for a
+    slot share a job up to this size (a single larger flush still gets its own). Unset: the
+    same as ``transaction.buffer_bytes``, the bound both had when one key set them."""
+    job_timeout_ms: int = Field(180000, ge=1000)
+    """A Spark job (one or several flushes, with their uploads to an object store) that has
+    not returned after this long means a driver that stopped answering (a heap-exhausted JVM
+    never answers a py4j call): the participant logs it, kills its local JVM and exits 1, so
+    its partitions move on (as after a kill) instead of stalling forever. A default flush
+    takes seconds; below ``transaction.write_status_timeout_ms`` so a hang is over before
+    the coordinator gives up on the instant (a warning at start says when it is not)."""
+
+    @field_validator("master")
+    @classmethod
+    def _known_master(cls, master: str) -> str:
+        if not (master.startswith("local") or master.startswith("sc://")
+                or master.startswith("spark://") or master in ("yarn",)
+                or master.startswith("k8s://")):
+            raise ValueError(f"unsupported Spark master {master!r}")
+        return master
+
+    @field_validator("conf", mode="before")
+    @classmethod
+    def _stringify(cls, conf: Any) -> Any:
+        if isinstance(conf, Mapping):
+            return {str(k): str(v) for k, v in conf.items()}
+        return conf
+
+
+class _DerivedName:
+    """A topic or consumer-group name of the sink: ``<name>-<suffix>`` (docs/design.md §5). A
+    read-only descriptor, so the name is computed on every read and cannot be set apart."""
+
+    def __init__(self, suffix: str) -> None:
+        self._suffix = suffix
+
+    def __get__(self, config: SinkConfig, owner: type | None = None) -> str:
+        return f"{config.name}-{self._suffix}"
+
+
+class SinkConfig(_Section):
+    """Everything one sink needs; topic and group names derive from ``name``."""
+
+    name: str = Field("orders", min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    kafka: KafkaConfig = Field(default_factory=KafkaConfig)
+    table: TableConfig = Field(default_factory=TableConfig)
+    transaction: TransactionConfig = Field(default_factory=TransactionConfig)
+    errors: ErrorsConfig = Field(default_factory=ErrorsConfig)
+    deletion: DeletionConfig = Field(default_factory=DeletionConfig)
+    admin: AdminConfig = Field(default_factory=AdminConfig)
+    service: ServiceConfig = Field(default_factory=ServiceConfig)
+    avro: AvroConfig = Field(default_factory=AvroConfig)
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
+
+    # Derived names (docs/design.md §5): computed on every read, so they never disagree with ``name``.
+    @property
+    def control_topic(self) -> str:
+        return self.kafka.control_topic or f"{self.name}-control"
+
+    dlq_topic: ClassVar[_DerivedName] = _DerivedName("dlq")
+    deletion_topic: ClassVar[_DerivedName] = _DerivedName("deletion")
+    deletion_retry_topic: ClassVar[_DerivedName] = _DerivedName("deletion-retry")
+    deletion_dlq_topic: ClassVar[_DerivedName] = _DerivedName("deletion-dlq")
+    participants_group: ClassVar[_DerivedName] = _DerivedName("participants")
+    coordinator_group: ClassVar[_DerivedName] = _DerivedName("coordinator")
+    deleter_group: ClassVar[_DerivedName] = _DerivedName("deleter")
+
+    @property
+    def spark_job_bytes(self) -> int:
+        """``spark.job_bytes``, or ``transaction.buffer_bytes`` when that is unset."""
+        return self.spark.job_bytes or self.transaction.buffer_bytes
+
+
+def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Turn ``HUDI_SINK__SECTION__KEY=value`` into a nested dict.
+
+    Lists and maps are JSON (``HUDI_SINK__KAFKA__TOPICS='["a","b"]'``); ``null`` is None;
+    other values stay strings and are converted by the field's type.
+    """
+    nested: dict[str, Any] = {}
+    for env_key, raw in environ.items():
+        if not env_key.startswith(ENV_PREFIX):
+            continue
+        parts = [p.lower() for p in env_key[len(ENV_PREFIX):].split("__") if p]
+        if not parts:
+            continue
+        value: Any = raw
+        if raw.lstrip().startswith(("[", "{")) or raw.strip() == "null":
+            # Lists and maps come as JSON; scalars stay strings and pydantic converts them
+            # per field, so HUDI_SINK__NAME=2024 stays the string "2024".
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                raise ConfigError(f"invalid JSON in environment variable {env_key}",
+                                  ".".join(parts)) from None
+        node = nested
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError("environment sets both a section and a value", ".".join(parts))
+        node[parts[-1]] = value
+    return nested
+
+
+def _deep_merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _deep_merge(dict(merged[key]), value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _format_validation_error(exc: ValidationError) -> ConfigError:
+    first = exc.errors()[0]
+    key = ".".join(str(p) for p in first["loc"]) or "<root>"
+    if key == "table.schema_ddl":
+        key = "table.schema"
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        message = "unknown key"
+    elif kind == "missing":
+        message = "required key is missing"
+    else:
+        given = first.get("input")
+        secret = any(word in key for word in ("password", "token"))
+        shown = "" if secret or isinstance(given, (dict, list)) else f" (got {given!r})"
+        message = f"{first['msg']}{shown}"
+    others = len(exc.errors()) - 1
+    if others:
+        message += f" (and {others} more problem{'s' if others > 1 else ''})"
+    return ConfigError(message, key)
+
+
+def config_from_mapping(
+    data: Mapping[str, Any],
+    *,
+    base_dir: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> SinkConfig:
+    """Validate a config mapping (file contents) with env and CLI overrides applied."""
+    merged = _deep_merge(dict(data), _env_overrides(os.environ if environ is None else environ))
+    if overrides:
+        merged = _deep_merge(merged, overrides)
+    try:
+        config = SinkConfig.model_validate(merged)
+    except ValidationError as exc:
+        raise _format_validation_error(exc) from None
+    base_path = Path(config.table.base_path)
+    if not base_path.is_absolute() and "://" not in config.table.base_path:
+        base_path = ((base_dir or Path.cwd()) / base_path).resolve()
+        config = config.model_copy(
+            update={"table": config.table.model_copy(update={"base_path": str(base_path)})}
+        )
+    canonical = check_base_path(config.table.base_path)  # no '//'; one trailing '/' dropped
+    if canonical != config.table.base_path:
+        config = config.model_copy(
+            update={"table": config.table.model_copy(update={"base_path": canonical})})
+    if config.table.schema_ddl.startswith(SOURCES):  # avsc:FILE or registry:URL, read once
+        ddl = resolve_schema_source(config.table.schema_ddl, config.avro, base_dir or Path.cwd())
+        config = config.model_copy(update={"table": config.table.model_copy(update={"schema_ddl": ddl})})
+    # The schema must parse and hold the key fields; checked here so it fails at start.
+    config.table.table_schema()
+    for note in deprecations(config):
+        log.warning("%s", note)
+    return config
+
+
+def load_config(
+    path: str | Path | None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> SinkConfig:
+    """Load a YAML or ``.properties`` config file (or only env/defaults when ``path`` is None)."""
+    if path is None:
+        return config_from_mapping({}, base_dir=Path.cwd(), environ=environ, overrides=overrides)
+    file = read_config_file(path)
+    for warning in file.warnings:
+        log.warning("%s: %s", path, warning)
+    try:
+        return config_from_mapping(file.data, base_dir=file.base_dir, environ=environ,
+                                   overrides=overrides)
+    except ConfigError as exc:
+        raise file.named(exc) from None

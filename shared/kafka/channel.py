@@ -1,0 +1,135 @@
+"""Control channel: transport of protocol envelopes over the 1-partition control topic.
+
+Transport only — no protocol decisions. Sends are awaited (acks=all) so a caller knows a
+message is durable before it changes state. No Kafka transactions: the Hudi commit is the
+source of truth, and the development broker lacks reliable transactions.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
+from aiokafka import TopicPartition as KafkaTopicPartition
+
+from hudi_sink.shared.config.settings import SinkConfig
+from hudi_sink.shared.errors import HudiSinkBug, ProtocolDecodeError
+from hudi_sink.shared.kafka.connection import consumer_options
+from hudi_sink.shared.kafka.protocol import (
+    AckCommit,
+    EndCommit,
+    Envelope,
+    ParticipantReady,
+    Sender,
+    StartCommit,
+    WriteStatus,
+    decode,
+    encode,
+)
+from hudi_sink.shared.runtime.faults import Faults
+
+__all__ = ["ControlChannel", "ControlEndpoint", "decode_control_records"]
+
+log = logging.getLogger("hudi_sink.channel")
+
+AnyPayload = StartCommit | EndCommit | WriteStatus | AckCommit | ParticipantReady
+
+
+class ControlEndpoint(Protocol):
+    """What services use of a control channel: the Kafka one, or the in-memory one of the
+    unit tests (``memory_channel``)."""
+
+    @property
+    def sender(self) -> Sender: ...
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def send(self, payload: AnyPayload, *, commit_time: str | None, epoch: int) -> None: ...
+
+    async def receive(self, timeout_ms: int = 100) -> list[Envelope]: ...
+
+
+def decode_control_records(records: Iterable[ConsumerRecord[Any, Any]], sink: str) -> list[Envelope]:
+    """Decode control records of this sink; undecodable ones are logged and skipped."""
+    envelopes: list[Envelope] = []
+    for record in records:
+        if record.value is None:
+            continue
+        try:
+            envelope = decode(record.value)
+        except ProtocolDecodeError as exc:
+            log.warning("control offset %d skipped: %s", record.offset, exc)
+            continue
+        if envelope.sink == sink:
+            envelopes.append(envelope)
+    return envelopes
+
+
+class ControlChannel:
+    """Sends envelopes and (optionally) reads the control topic from its current end.
+
+    Readers start at the end: the protocol heals itself (participants re-announce, the
+    coordinator re-sends), so history is never needed and never replayed.
+    """
+
+    def __init__(
+        self,
+        config: SinkConfig,
+        sender: Sender,
+        producer: AIOKafkaProducer,
+        *,
+        read: bool = True,
+        faults: Faults | None = None,
+    ) -> None:
+        self._config = config
+        self._sender = sender
+        self._producer = producer
+        self._read = read
+        self._consumer: AIOKafkaConsumer | None = None
+        self._tp = KafkaTopicPartition(config.control_topic, 0)
+        self._faults = faults if faults is not None else Faults()
+
+    @property
+    def sender(self) -> Sender:
+        return self._sender
+
+    async def start(self) -> None:
+        if not self._read:
+            return
+        self._consumer = AIOKafkaConsumer(**consumer_options(self._config.kafka, None))
+        await self._consumer.start()
+        self._consumer.assign([self._tp])
+        await self._consumer.seek_to_end(self._tp)
+
+    async def close(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
+            self._consumer = None
+
+    async def send(self, payload: AnyPayload, *, commit_time: str | None, epoch: int) -> None:
+        if self._faults.should_drop(payload.type.value):
+            return
+        envelope = Envelope.wrap(
+            payload,
+            sink=self._config.name,
+            sender=self._sender,
+            commit_time=commit_time,
+            epoch=epoch,
+        )
+        await self._producer.send_and_wait(
+            self._config.control_topic,
+            value=encode(envelope),
+            key=self._sender.id.encode(),
+            partition=0,
+        )
+
+    async def receive(self, timeout_ms: int = 100) -> list[Envelope]:
+        """Envelopes that arrived since the last call (empty after ``timeout_ms``)."""
+        if self._consumer is None:
+            raise HudiSinkBug("control channel was not started for reading")
+        batches = await self._consumer.getmany(self._tp, timeout_ms=timeout_ms, max_records=1000)
+        return decode_control_records(batches.get(self._tp, []), self._config.name)
