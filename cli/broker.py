@@ -11,7 +11,6 @@ talks to it must not rely on those features.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import os
 import shutil
@@ -23,13 +22,13 @@ import subprocess
 import sys
 import threading
 import time
-import weakref
 from importlib import resources
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
 from hudi_sink.shared.errors import ConfigError, HudiSinkError
+from hudi_sink.shared.runtime.leftovers import forget, stop_at_exit
 
 __all__ = [
     "BrokerStartError",
@@ -168,17 +167,6 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes:
     return bytes(chunks)
 
 
-_running: weakref.WeakSet[EmbeddedBroker] = weakref.WeakSet()
-
-
-@atexit.register
-def _stop_leftover_brokers() -> None:
-    """Do not leave orphan brokers behind when an interpreter exits without ``stop()``."""
-    for broker in list(_running):
-        with contextlib.suppress(Exception):
-            broker.stop(timeout_s=3)
-
-
 class EmbeddedBroker:
     """One tansu broker process on 127.0.0.1 with in-memory storage.
 
@@ -239,7 +227,7 @@ class EmbeddedBroker:
                 self._spawn()
                 error = self._wait_ready(deadline)
                 if error is None:
-                    _running.add(self)
+                    stop_at_exit(self, lambda: self.stop(timeout_s=3))
                     return
                 exited_early = self.returncode is not None
                 self._terminate(timeout_s=5)
@@ -310,7 +298,7 @@ class EmbeddedBroker:
         """SIGTERM, wait up to ``timeout_s``, then SIGKILL. Safe to call more than once."""
         with self._lock:
             self._terminate(timeout_s)
-            _running.discard(self)
+            forget(self)
 
     def _terminate(self, timeout_s: float) -> None:
         process = self._process

@@ -16,7 +16,6 @@ one node per test session, started the first time a test does.
 
 from __future__ import annotations
 
-import atexit
 import base64
 import contextlib
 import os
@@ -25,13 +24,13 @@ import signal
 import subprocess
 import time
 import uuid
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
 from hudi_sink.cli.broker import free_port
+from hudi_sink.shared.runtime.leftovers import forget, stop_at_exit
 
 __all__ = ["KAFKA_VERSION", "KafkaCluster", "KafkaStartError", "kafka_classpath"]
 
@@ -105,17 +104,6 @@ class KafkaNode:
         return self.log_path.read_bytes()[-_LOG_TAIL_BYTES:].decode("utf-8", errors="replace")
 
 
-_running: weakref.WeakSet[KafkaCluster] = weakref.WeakSet()
-
-
-@atexit.register
-def _stop_leftover_clusters() -> None:
-    """No orphan JVMs when an interpreter exits without ``stop()``."""
-    for cluster in list(_running):
-        with contextlib.suppress(Exception):
-            cluster.stop(timeout_s=5)
-
-
 class KafkaCluster:
     """``nodes`` KRaft nodes (broker + controller each); ``bootstrap`` names every broker.
 
@@ -159,7 +147,7 @@ class KafkaCluster:
                 self._format(classpath)
                 for node in self.nodes:
                     self._spawn(node, classpath)
-                _running.add(self)
+                stop_at_exit(self, lambda: self.stop(timeout_s=5))
                 self.wait_brokers(self.node_count, timeout_s)
                 return self
             except KafkaStartError:
@@ -289,7 +277,7 @@ class KafkaCluster:
             except subprocess.TimeoutExpired:
                 node.process.kill()
                 node.process.wait()
-        _running.discard(self)
+        forget(self)
 
     def __repr__(self) -> str:
         alive = sum(node.alive() for node in self.nodes)

@@ -12,7 +12,6 @@ the connector is submitted over the REST API and the clock starts.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import os
 import re
@@ -25,6 +24,7 @@ from typing import Any
 import httpx
 
 from hudi_sink.cli.broker import free_port
+from hudi_sink.shared.runtime.leftovers import forget, stop_at_exit
 
 __all__ = ["ROOT", "AnchorUnavailable", "ConnectWorker", "pom_properties", "resolve_classpath",
            "wait_assigned"]
@@ -49,18 +49,6 @@ logger.runtime.name = org.apache.kafka.connect.runtime.WorkerSinkTask
 logger.runtime.level = INFO
 """
 """INFO for the connectors (their commit lines say what happened), WARN for Kafka's clients."""
-
-
-_running: set[subprocess.Popen[bytes]] = set()
-
-
-@atexit.register
-def _stop_leftover_workers() -> None:
-    """No orphan Connect JVM when the bench exits without stopping one (they run in their own
-    session, so a Ctrl-C does not reach them by itself)."""
-    for process in list(_running):
-        if process.poll() is None:
-            process.kill()
 
 
 class AnchorUnavailable(RuntimeError):
@@ -158,7 +146,9 @@ class ConnectWorker:
             # Own session: a Ctrl-C aimed at the bench reaches it through stop(), not behind it.
             self._process = subprocess.Popen(self._argv, stdin=subprocess.DEVNULL, stdout=log,
                                              stderr=subprocess.STDOUT, start_new_session=True)
-        _running.add(self._process)
+        # Killed at exit if still running: workers run in their own session, so a Ctrl-C
+        # does not reach them by itself.
+        stop_at_exit(self._process, self._process.kill)
 
     async def start(self) -> None:
         """Start the JVM and wait until its REST API answers (plugins scanned, herder up)."""
@@ -214,7 +204,7 @@ class ConnectWorker:
             except subprocess.TimeoutExpired:
                 process.kill()
                 await asyncio.to_thread(process.wait)
-        _running.discard(process)
+        forget(process)
 
 
 def _assigned_partitions(bootstrap: str, group: str) -> int:
