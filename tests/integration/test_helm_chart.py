@@ -366,7 +366,7 @@ def test_monitoring_objects_only_when_enabled_and_advertised() -> None:
     assert exprs["HudiSinkCommitStalled"].endswith(f"> {3 * interval_s}")
     assert 'job="rel-hudi-sink-coordinator"' in exprs["HudiSinkCommitStalled"]
     # Every metric an alert reads is one the services export.
-    metrics_source = (ROOT / "shared" / "metrics.py").read_text()
+    metrics_source = (ROOT / "shared" / "runtime" / "metrics.py").read_text()
     for expr in exprs.values():
         for metric in re.findall(r"hudi_sink_[a-z_]+", expr):
             assert f'"{metric.removesuffix("_total")}"' in metrics_source, metric

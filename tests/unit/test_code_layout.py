@@ -190,3 +190,13 @@ def test_the_re_export_finder_finds_one(tmp_path: Path) -> None:
     known = {"hudi_sink.services.coordinator.home": home, "hudi_sink.services.coordinator.relay": relay}
     found = _reexported([user], known)
     assert len(found) == 1 and found[0].endswith("import Thing")
+
+
+def test_no_two_test_files_share_a_name() -> None:
+    """pytest imports test files by their base name (rootdir-relative imports, no packages):
+    two ``test_x.py`` in different folders stop a one-process run at collection."""
+    names: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        names.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    shared = {name: paths for name, paths in names.items() if len(paths) > 1}
+    assert not shared, f"test files sharing a name: {shared}"
