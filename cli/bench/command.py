@@ -41,14 +41,16 @@ from hudi_sink.cli.bench.report import (
 )
 from hudi_sink.cli.bench.sink_run import SinkResult, SinkRun
 from hudi_sink.cli.bench.steady import SteadyLoad
+from hudi_sink.shared.config.settings import TransactionConfig
 from hudi_sink.shared.schema.table_schema import TableSchema
 
 __all__ = ["BenchOptions", "run_bench"]
 
 log = logging.getLogger("hudi_sink.bench")
 
-DEFAULT_FLUSH_RECORDS = 100_000
-"""``transaction.flush_records``'s default, also the Arrow baseline's file size."""
+DEFAULT_FLUSH_RECORDS: int = TransactionConfig.model_fields["flush_records"].default
+"""The Arrow baseline's file size when ``--flush-records`` is not given: the sink's own
+default, taken from the config model so the two cannot drift apart."""
 
 
 @dataclass(frozen=True)
