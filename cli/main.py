@@ -142,8 +142,27 @@ def _config_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def package_version() -> str:
+    """The installed distribution's version, so ``--version`` names what was deployed; from a
+    source checkout that is not installed, pyproject.toml's (the same number a build would get)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hudi-sink")
+    except PackageNotFoundError:
+        import tomllib
+        from pathlib import Path
+
+        pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+        try:
+            return str(tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"])
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="hudi-sink", description="Exactly-once Kafka → Apache Hudi sink")
+    parser.add_argument("--version", action="version", version=f"hudi-sink {package_version()}")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, factory, text in (
