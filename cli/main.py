@@ -163,7 +163,8 @@ def package_version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="hudi-sink", description="Exactly-once Kafka → Apache Hudi sink")
     parser.add_argument("--version", action="version", version=f"hudi-sink {package_version()}")
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    parser.add_argument("--log-level", default="INFO",
+                        help="DEBUG, INFO, WARNING, ERROR or CRITICAL (any case)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, factory, text in (
         ("coordinator", _coordinator, "run the transaction coordinator"),
@@ -235,10 +236,17 @@ def _add_bench(sub: Any) -> None:
     bench.set_defaults(func=_bench)
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    configure_logging(args.log_level.upper())
+    level = args.log_level.upper()
+    if level not in LOG_LEVELS:  # a usage error (exit 2, one line), not logging's ValueError
+        raise _usage(f"--log-level: unknown level {args.log_level!r}; "
+                     f"valid levels: {', '.join(LOG_LEVELS)} (any case)")
+    configure_logging(level)
     try:
         code = int(args.func(args))
     except ConfigError as exc:

@@ -29,3 +29,15 @@ def test_version_falls_back_to_pyproject(monkeypatch: pytest.MonkeyPatch) -> Non
     pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
     expected = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"]
     assert package_version() == expected
+
+
+def test_bad_log_level_is_a_usage_error_naming_the_levels(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--log-level", "verbose", "config", "check", "--config", "missing.yaml"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "'verbose'" in err[0]
+    for level in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        assert level in err[0]
