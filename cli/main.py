@@ -250,7 +250,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code = int(args.func(args))
     except ConfigError as exc:
-        print(f"hudi-sink: configuration error: {exc}", file=sys.stderr)
+        lines = exc.lines()
+        if len(lines) == 1:
+            print(f"hudi-sink: configuration error: {exc}", file=sys.stderr)
+        else:  # every problem, each naming its key, so one run shows all there is to fix
+            print(f"hudi-sink: configuration error: {len(lines)} problems", file=sys.stderr)
+            for line in lines:
+                print(f"  {line}", file=sys.stderr)
         code = 2
     except KeyboardInterrupt:
         code = 0

@@ -14,6 +14,8 @@ exceptions here mean something a caller must react to. Two kinds, in two separat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "HudiSinkError",
     "HudiSinkBug",
@@ -39,9 +41,17 @@ class ConfigError(HudiSinkError):
     ``key`` is the dotted config key at fault (e.g. ``kafka.topics``) when one is known.
     """
 
-    def __init__(self, message: str, key: str | None = None) -> None:
+    def __init__(self, message: str, key: str | None = None, *,
+                 problems: Sequence[tuple[str | None, str]] | None = None) -> None:
         self.key = key
+        self.problems: list[tuple[str | None, str]] = list(problems or [(key, message)])
+        """Every problem found, each ``(key, message)``: a config is checked whole, so an
+        operator fixes all of it in one go instead of one key per run."""
         super().__init__(f"{key}: {message}" if key else message)
+
+    def lines(self) -> list[str]:
+        """One line per problem, each naming its key."""
+        return [f"{key}: {message}" if key else message for key, message in self.problems]
 
 
 class ProtocolDecodeError(HudiSinkError):

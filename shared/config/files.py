@@ -29,11 +29,17 @@ class ConfigFile:
 
     def named(self, error: ConfigError) -> ConfigError:
         """``error`` naming the properties key that set the YAML key at fault, when one did
-        (``transaction.interval.ms (→ transaction.interval_ms): …``)."""
-        origin = self.origins.get(tuple(error.key.split("."))) if error.key else None
-        if origin is None or origin == error.key:
+        (``transaction.interval.ms (→ transaction.interval_ms): …``), for every problem."""
+        problems = [(self._name(key), message) for key, message in error.problems]
+        if all(new == old for (new, _), (old, _) in zip(problems, error.problems, strict=True)):
             return error
-        return ConfigError(str(error).removeprefix(f"{error.key}: "), f"{origin} (→ {error.key})")
+        key = self._name(error.key)
+        return ConfigError(str(error).removeprefix(f"{error.key}: "), key,
+                           problems=problems)
+
+    def _name(self, key: str | None) -> str | None:
+        origin = self.origins.get(tuple(key.split("."))) if key else None
+        return key if origin is None or origin == key else f"{origin} (→ {key})"
 
 
 def read_config_file(path: str | Path) -> ConfigFile:

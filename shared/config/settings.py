@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from hudi_sink.shared.config.deprecated import deprecations
 from hudi_sink.shared.config.files import read_config_file
 from hudi_sink.shared.config.maintenance import MaintenanceConfig
+from hudi_sink.shared.config.problems import ENV_PREFIX, validation_problems
 from hudi_sink.shared.config.sections import AvroConfig, ServiceConfig
 from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.schema.avro_ddl import SOURCES, resolve_schema_source
@@ -28,10 +29,7 @@ from hudi_sink.shared.storage.backend import check_base_path
 __all__ = [
     "SinkConfig", "KafkaConfig", "TableConfig", "TransactionConfig", "ErrorsConfig",
     "DeletionConfig", "AdminConfig", "SparkConfig", "load_config", "config_from_mapping",
-    "ENV_PREFIX"
 ]
-
-ENV_PREFIX = "HUDI_SINK__"
 
 log = logging.getLogger("hudi_sink.config")
 
@@ -316,27 +314,6 @@ def _deep_merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, 
     return merged
 
 
-def _format_validation_error(exc: ValidationError) -> ConfigError:
-    first = exc.errors()[0]
-    key = ".".join(str(p) for p in first["loc"]) or "<root>"
-    if key == "table.schema_ddl":
-        key = "table.schema"
-    kind = first["type"]
-    if kind == "extra_forbidden":
-        message = "unknown key"
-    elif kind == "missing":
-        message = "required key is missing"
-    else:
-        given = first.get("input")
-        secret = any(word in key for word in ("password", "token"))
-        shown = "" if secret or isinstance(given, (dict, list)) else f" (got {given!r})"
-        message = f"{first['msg']}{shown}"
-    others = len(exc.errors()) - 1
-    if others:
-        message += f" (and {others} more problem{'s' if others > 1 else ''})"
-    return ConfigError(message, key)
-
-
 def config_from_mapping(
     data: Mapping[str, Any],
     *,
@@ -345,13 +322,14 @@ def config_from_mapping(
     overrides: Mapping[str, Any] | None = None,
 ) -> SinkConfig:
     """Validate a config mapping (file contents) with env and CLI overrides applied."""
-    merged = _deep_merge(dict(data), _env_overrides(os.environ if environ is None else environ))
+    env = os.environ if environ is None else environ
+    merged = _deep_merge(dict(data), _env_overrides(env))
     if overrides:
         merged = _deep_merge(merged, overrides)
     try:
         config = SinkConfig.model_validate(merged)
     except ValidationError as exc:
-        raise _format_validation_error(exc) from None
+        raise validation_problems(exc, SinkConfig, env) from None
     base_path = Path(config.table.base_path)
     if not base_path.is_absolute() and "://" not in config.table.base_path:
         base_path = ((base_dir or Path.cwd()) / base_path).resolve()

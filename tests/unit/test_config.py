@@ -10,8 +10,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hudi_sink.shared.config.problems import ENV_PREFIX
 from hudi_sink.shared.config.settings import (
-    ENV_PREFIX,
     SinkConfig,
     config_from_mapping,
     load_config,
