@@ -172,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("deleter", _deleter, "run the two-phase file deleter"),
     ):
         cmd = sub.add_parser(name, help=text)
-        cmd.add_argument("--config", required=True, help="YAML config file")
+        cmd.add_argument("--config", required=True, help="YAML, .toml or .properties config file")
         cmd.add_argument("--admin-port", type=int, default=None, help="overrides admin.port")
         cmd.set_defaults(func=_service_command(factory))
     broker = sub.add_parser("broker", help="embedded development broker (tansu) in the foreground")
@@ -195,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     config_sub = config.add_subparsers(dest="action", required=True, parser_class=_Parser)
     check = config_sub.add_parser(
         "check", help="validate a config as the services would; print it resolved, secrets redacted")
-    check.add_argument("--config", required=True, help="YAML or .properties config file")
+    check.add_argument("--config", required=True, help="YAML, .toml or .properties config file")
     check.add_argument("--json", action="store_true", help="machine-readable output")
     check.set_defaults(func=_config_check)
     _add_bench(sub)

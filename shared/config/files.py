@@ -1,8 +1,10 @@
-"""Reading a config file: YAML, or a ``.properties`` file with the Hudi Kafka Connect sink's
-key names (``shared.config.seed``), into the YAML-shaped mapping ``shared.config.settings`` validates."""
+"""Reading a config file: YAML, TOML (``*.toml``, the same structure), or a ``.properties``
+file with the Hudi Kafka Connect sink's key names (``shared.config.seed``), into the
+YAML-shaped mapping ``shared.config.settings`` validates."""
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,8 +45,9 @@ class ConfigFile:
 
 
 def read_config_file(path: str | Path) -> ConfigFile:
-    """Read YAML, or (``*.properties``) Java properties with the Hudi Kafka Connect sink's key
-    names (``shared.config.seed``). Raises ``ConfigError`` naming the file or the key."""
+    """Read YAML, TOML (``*.toml``), or (``*.properties``) Java properties with the Hudi Kafka
+    Connect sink's key names (``shared.config.seed``). Raises ``ConfigError`` naming the file
+    or the key."""
     file = Path(path)
     if not file.is_file():
         raise ConfigError(f"config file not found: {file}")
@@ -59,6 +62,14 @@ def read_config_file(path: str | Path) -> ConfigFile:
             text = raw.decode("latin-1")
         seed = translate(parse_properties(text))
         return ConfigFile(seed.data, base_dir, seed.origins, seed.warnings)
+    if file.suffix == ".toml":
+        # TOML has the YAML file's structure (tables for sections); read as YAML, a TOML
+        # file failed with a confusing YAML error or, worse, parsed into something else.
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {file} is not valid TOML: {exc}") from None
+        return ConfigFile(data, base_dir)
     try:
         data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
