@@ -15,7 +15,8 @@ from typing import Any
 from hudi_sink.shared.config.settings import SinkConfig, load_config
 from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.runtime.faults import Faults
-from hudi_sink.shared.runtime.runner import configure_logging, serve_service
+from hudi_sink.shared.runtime.logs import configure_logging, held_log_lines, set_log_format
+from hudi_sink.shared.runtime.runner import serve_service
 
 __all__ = ["main"]
 
@@ -31,7 +32,10 @@ class _Parser(argparse.ArgumentParser):
 
 def _load(path: str | None, admin_port: int | None = None) -> SinkConfig:
     overrides = {"admin": {"port": admin_port}} if admin_port is not None else None
-    return load_config(path, overrides=overrides)
+    with held_log_lines():  # the loader's warnings come out in the configured log.format
+        config = load_config(path, overrides=overrides)
+        set_log_format(config.log.format)
+    return config
 
 
 def _service_command(factory: Callable[[SinkConfig], Any]) -> Callable[[argparse.Namespace], int]:
@@ -136,7 +140,9 @@ def _config_check(args: argparse.Namespace) -> int:
     resolved settings with secrets redacted, so a deployment can be checked before it runs."""
     from hudi_sink.cli.config_check import check_config, render_json, render_yaml
 
-    checked = check_config(args.config)
+    with held_log_lines():
+        checked = check_config(args.config)
+        set_log_format(checked.config.log.format)
     shown = render_json(checked) if args.json else render_yaml(checked, args.config)
     print(shown.rstrip("\n"))
     return 0

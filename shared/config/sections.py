@@ -1,4 +1,5 @@
-"""Config sections kept out of ``shared.config.settings`` (re-exported there): ``avro`` — where Avro
+"""Config sections kept out of ``shared.config.settings`` (re-exported there): ``log`` — the log
+lines' format — ``avro`` — where Avro
 writer schemas come from (``kafka.value_format: avro``) — and ``service`` — how every service
 process retries and stops."""
 
@@ -6,10 +7,21 @@ from __future__ import annotations
 
 import ssl
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-__all__ = ["AvroConfig", "ServiceConfig"]
+__all__ = ["AvroConfig", "LogConfig", "ServiceConfig"]
+
+
+class LogConfig(BaseModel):
+    """How the process writes its log lines (stderr)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: Literal["text", "json"] = "text"
+    """``json``: one JSON object per line (time, level, logger, message, exception), for log
+    pipelines that would split a traceback into unrelated lines."""
 
 
 class ServiceConfig(BaseModel):

@@ -20,7 +20,7 @@ from hudi_sink.shared.config.deprecated import deprecations
 from hudi_sink.shared.config.files import read_config_file
 from hudi_sink.shared.config.maintenance import MaintenanceConfig
 from hudi_sink.shared.config.problems import ENV_PREFIX, validation_problems
-from hudi_sink.shared.config.sections import AvroConfig, ServiceConfig
+from hudi_sink.shared.config.sections import AvroConfig, LogConfig, ServiceConfig
 from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.schema.avro_ddl import SOURCES, resolve_schema_source
 from hudi_sink.shared.schema.table_schema import TableSchema
@@ -253,6 +253,7 @@ class SinkConfig(_Section):
     avro: AvroConfig = Field(default_factory=AvroConfig)
     spark: SparkConfig = Field(default_factory=SparkConfig)
     maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
+    log: LogConfig = Field(default_factory=LogConfig)
 
     # Derived names (docs/design.md §5): computed on every read, so they never disagree with ``name``.
     @property

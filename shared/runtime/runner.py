@@ -25,7 +25,7 @@ from fastapi import FastAPI
 from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.runtime.exit_watchdog import ExitWatchdog
 
-__all__ = ["RunnableService", "serve_service", "configure_logging", "EXIT_MARGIN_S"]
+__all__ = ["RunnableService", "serve_service", "EXIT_MARGIN_S"]
 
 log = logging.getLogger("hudi_sink.runner")
 
@@ -55,15 +55,6 @@ class _QuietServer(uvicorn.Server):
         yield
 
 
-def configure_logging(level: str = "INFO") -> None:
-    logging.basicConfig(
-        level=level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    for noisy in ("aiokafka", "kafka", "py4j", "uvicorn.access"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
 async def serve_service(service: RunnableService, host: str, port: int, *,
                         shutdown_timeout_s: float, exit_margin_s: float = EXIT_MARGIN_S) -> int:
     """Run ``service`` and its admin app; the exit code. Once stop is asked or the service
@@ -80,7 +71,8 @@ async def serve_service(service: RunnableService, host: str, port: int, *,
         signal.signal(sig, stop_requested)
     server = _QuietServer(
         uvicorn.Config(
-            service.admin_app(), host=host, port=port, log_level="warning", lifespan="off"
+            service.admin_app(), host=host, port=port, log_level="warning", lifespan="off",
+            log_config=None,  # its lines go through the root logger, in log.format
         )
     )
     admin_task = asyncio.create_task(server.serve(), name=f"{service.name}-admin")

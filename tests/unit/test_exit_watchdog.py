@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 STUCK_SERVICE = textwrap.dedent("""
     import asyncio, sys, threading
     from fastapi import FastAPI
-    from hudi_sink.shared.runtime.runner import configure_logging, serve_service
+    from hudi_sink.shared.runtime.logs import configure_logging
+    from hudi_sink.shared.runtime.runner import serve_service
 
     class Stuck:
         name = "stuck"

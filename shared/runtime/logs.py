@@ -1,0 +1,97 @@
+"""The process's log lines: ``log.format: text`` for people, ``json`` for log pipelines.
+
+JSON is one object per line (``time``, ``level``, ``logger``, ``message``, ``exception`` when
+there is one): a collector (Fluent Bit, Vector, Loki …) keeps a traceback with its message
+instead of splitting it into unrelated lines, and needs no regex per service.
+
+The format is part of the config, which is only known once the file is read; the lines logged
+while it is read (a ``.properties`` file's ignored keys) are held and written after, so they
+come out in the configured format too (:func:`held_log_lines`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Literal
+
+__all__ = ["JsonFormatter", "configure_logging", "set_log_format", "held_log_lines", "LogFormat"]
+
+LogFormat = Literal["text", "json"]
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_HANDLER_NAME = "hudi-sink"
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line (newlines in messages are escaped)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, str] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            entry["exception"] = record.exc_text
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def _formatter(fmt: LogFormat) -> logging.Formatter:
+    return JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT)
+
+
+def _ours() -> logging.Handler | None:
+    return next((h for h in logging.getLogger().handlers if h.get_name() == _HANDLER_NAME), None)
+
+
+def configure_logging(level: str = "INFO", fmt: LogFormat = "text") -> None:
+    """Log to stderr at ``level`` in ``fmt``. Like ``logging.basicConfig``, it leaves a root
+    logger that already has handlers (an embedding application, pytest) alone."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler()
+        handler.set_name(_HANDLER_NAME)
+        root.addHandler(handler)
+        root.setLevel(level)
+    set_log_format(fmt)
+    for noisy in ("aiokafka", "kafka", "py4j", "uvicorn.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def set_log_format(fmt: LogFormat) -> None:
+    """Switch the process's log lines to ``fmt`` (once the config says which)."""
+    handler = _ours()
+    if handler is not None:
+        handler.setFormatter(_formatter(fmt))
+
+
+@contextlib.contextmanager
+def held_log_lines() -> Iterator[None]:
+    """Hold what is logged inside (while the config, and so the format, is read) and write it
+    on leaving, in the format set by then; on an error too, so no line is lost."""
+    handler = _ours()
+    if handler is None:
+        yield
+        return
+    held: list[logging.LogRecord] = []
+
+    def hold(record: logging.LogRecord) -> bool:
+        held.append(record)
+        return False
+
+    handler.addFilter(hold)
+    try:
+        yield
+    finally:
+        handler.removeFilter(hold)
+        for record in held:
+            handler.handle(record)
