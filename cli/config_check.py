@@ -145,7 +145,7 @@ def check_config(path: str | Path, environ: Mapping[str, str] | None = None) -> 
     """Load ``path`` as a service would; return the config, its redacted dump and each leaf's
     source. Raises ``ConfigError`` (exit 2 naming the key) exactly where a service would."""
     env = dict(os.environ if environ is None else environ)
-    config = load_config(path, environ=env)
+    config = load_config(path, environ=env, log_notes=False)  # the output lists them, once
     file = read_config_file(path)
     file_data = file.data
     env_data = _env_overrides(env)

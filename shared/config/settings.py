@@ -321,6 +321,7 @@ def config_from_mapping(
     base_dir: Path | None = None,
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
+    log_notes: bool = True,
 ) -> SinkConfig:
     """Validate a config mapping (file contents) with env and CLI overrides applied."""
     env = os.environ if environ is None else environ
@@ -346,7 +347,7 @@ def config_from_mapping(
         config = config.model_copy(update={"table": config.table.model_copy(update={"schema_ddl": ddl})})
     # The schema must parse and hold the key fields; checked here so it fails at start.
     config.table.table_schema()
-    for note in deprecations(config):
+    for note in deprecations(config) if log_notes else ():
         log.warning("%s", note)
     return config
 
@@ -356,15 +357,19 @@ def load_config(
     *,
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
+    log_notes: bool = True,
 ) -> SinkConfig:
-    """Load a YAML or ``.properties`` config file (or only env/defaults when ``path`` is None)."""
+    """Load a YAML, TOML or ``.properties`` config file (or only env/defaults when ``path`` is
+    None). ``log_notes=False`` leaves the ignored keys and deprecations unlogged, for a caller
+    that shows them itself (``config check`` prints them; logged as well, they showed twice)."""
     if path is None:
-        return config_from_mapping({}, base_dir=Path.cwd(), environ=environ, overrides=overrides)
+        return config_from_mapping({}, base_dir=Path.cwd(), environ=environ, overrides=overrides,
+                                   log_notes=log_notes)
     file = read_config_file(path)
-    for warning in file.warnings:
+    for warning in file.warnings if log_notes else ():
         log.warning("%s: %s", path, warning)
     try:
         return config_from_mapping(file.data, base_dir=file.base_dir, environ=environ,
-                                   overrides=overrides)
+                                   overrides=overrides, log_notes=log_notes)
     except ConfigError as exc:
         raise file.named(exc) from None
