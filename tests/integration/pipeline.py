@@ -322,11 +322,34 @@ class Pipeline:
                 for instant, (_, rust) in zip(instants, pairs, strict=True)]
 
     def listed_files(self) -> set[str]:
+        """Every base file a completed commit or replacecommit wrote (replaced ones included:
+        the superset a partition directory's files must fall within)."""
         listed: set[str] = set()
-        for instant in self.completed_commits():
-            for stats in self.commit_metadata(instant)["partitionToWriteStats"].values():
+        for metadata in self._completed_metadata():
+            for stats in metadata["partitionToWriteStats"].values():
                 listed.update(stat["path"] for stat in stats)
         return listed
+
+    def live_files(self) -> set[str]:
+        """The listed files readers still need: those of file groups no completed
+        replacecommit replaced. These must exist; a replaced group's files may be gone (the
+        cleaner deletes them once they fall out of retention)."""
+        replaced: set[tuple[str, str]] = set()
+        for metadata in self._completed_metadata():
+            for partition, file_ids in metadata.get("partitionToReplaceFileIds", {}).items():
+                replaced.update((partition, file_id) for file_id in file_ids)
+
+        def group(path: str) -> tuple[str, str]:
+            partition, _, name = path.rpartition("/")
+            parsed = parse_base_file_name(name)
+            return partition, parsed.file_id if parsed is not None else name
+
+        return {path for path in self.listed_files() if group(path) not in replaced}
+
+    def _completed_metadata(self) -> list[dict[str, Any]]:
+        names = [i.name for i in self.fs.list_dir(f"{self.table_uri}/.hoodie")
+                 if not i.is_dir and i.name.endswith((".commit", ".replacecommit"))]
+        return [orjson.loads(self.fs.read_bytes(f"{self.table_uri}/.hoodie/{name}")) for name in names]
 
     def partition_files(self) -> set[str]:
         """Every Parquet file in the partition directories (outside ``.hoodie``)."""

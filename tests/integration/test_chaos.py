@@ -61,7 +61,7 @@ def _run_chaos(broker: EmbeddedBroker, tmp_path: Path, name: str, *, records: in
 
         ids = pipeline.read_agreed()[0].column("id").to_pylist()  # Hudi's Java reader agrees
         distinct = len(set(ids))
-        missing = [p for p in pipeline.listed_files() if not (pipeline.base_path / p).exists()]
+        missing = [p for p in pipeline.live_files() if not (pipeline.base_path / p).exists()]
         log_state = SinkLog(LocalFileSystem(), str(pipeline.base_path)).read_state()
         aborted = sum(1 for e in log_state.decisions.values() if e.kind is EntryKind.ABORT)
         summary = [

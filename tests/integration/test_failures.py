@@ -23,7 +23,7 @@ def _assert_exactly(pipeline: Pipeline, expected: int) -> None:
     assert len(ids) == expected, f"{len(ids)} rows, expected {expected}"
     assert len(set(ids)) == expected
     assert not pipeline.unlisted_completed_files()
-    for relative in pipeline.listed_files():
+    for relative in pipeline.live_files():
         assert (pipeline.base_path / relative).exists(), f"committed file {relative} is missing"
 
 
