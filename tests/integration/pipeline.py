@@ -53,6 +53,14 @@ def metric_samples(service: Service, name: str) -> dict[str, float]:
     return samples
 
 
+def files_below(root: Path, suffix: str = "") -> set[Path]:
+    """Files under ``root`` ending in ``suffix``, walked while services may be deleting
+    there: a directory or file that vanishes mid-walk is skipped (``Path.rglob`` raises
+    FileNotFoundError when Spark removes its ``_temporary`` attempt directories under it)."""
+    return {Path(directory, name) for directory, _, names in os.walk(root)
+            for name in names if name.endswith(suffix)}
+
+
 def metric_total(service: Service, name: str) -> float:
     """The sum of a metric's samples (0 when the service does not export it yet)."""
     return sum(metric_samples(service, name).values())

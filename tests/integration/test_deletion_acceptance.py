@@ -18,7 +18,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as KafkaTopicPartition
 from eventually import eventually
-from pipeline import Pipeline, metric_total
+from pipeline import Pipeline, files_below, metric_total
 
 from hudi_sink.cli.broker import EmbeddedBroker
 
@@ -50,8 +50,7 @@ async def _count_records(bootstrap: str, topic: str) -> int:
 
 
 def _staged_files(pipeline: Pipeline) -> set[Path]:
-    temp = pipeline.timeline / ".temp"
-    return {p for p in temp.rglob("*") if p.is_file()} if temp.exists() else set()
+    return files_below(pipeline.timeline / ".temp")
 
 
 def test_deletion_leaves_no_orphans_after_a_participant_kill(

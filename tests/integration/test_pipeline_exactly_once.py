@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from eventually import eventually
-from pipeline import Pipeline
+from pipeline import Pipeline, files_below
 
 from hudi_sink.cli.broker import EmbeddedBroker
 
@@ -22,8 +22,7 @@ pytestmark = pytest.mark.timeout(600)
 
 
 def _staged_parquet(pipeline: Pipeline) -> list[Path]:
-    temp = pipeline.timeline / ".temp"
-    return list(temp.rglob("*.parquet")) if temp.exists() else []
+    return sorted(files_below(pipeline.timeline / ".temp", ".parquet"))
 
 
 def test_exactly_once_across_coordinator_crash(
