@@ -11,6 +11,19 @@
 # an s3:// table's files itself (README, "Object storage"). Local-mode participants keep
 # writing to a scratch directory and uploading.
 
+# --- java: the runtime's base, also the one the jars are fetched on -----------------------------
+# Java 17 for the participants' Spark (local mode), the Spark Connect server and Maven; tini as
+# PID 1 forwards SIGTERM to hudi-sink and reaps the JVM's children.
+FROM python:3.11.14-slim-bookworm AS java
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+RUN mkdir -p /usr/share/man/man1 \
+    && apt-get update \
+    && apt-get install -y --no-install-recommends \
+        'openjdk-17-jre-headless=17.0.*' \
+        'tini=0.19.*' \
+    && rm -rf /var/lib/apt/lists/*
+
 # --- build: a virtualenv with the package and its pinned dependencies ------------------------
 FROM python:3.11.14-slim-bookworm AS build
 
@@ -34,14 +47,12 @@ RUN /opt/hudi-sink/venv/bin/pip install --no-deps . \
     && /opt/hudi-sink/venv/bin/hudi-sink --help > /dev/null
 
 # --- hadoop-aws: S3A and the AWS SDK it needs, fetched from Maven Central with Maven ---------
-FROM python:3.11.14-slim-bookworm AS hadoop-aws
+FROM java AS hadoop-aws
 
+# The java stage's shell, named again for the pipe below (hadolint reads each stage alone).
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-RUN mkdir -p /usr/share/man/man1 \
-    && apt-get update \
-    && apt-get install -y --no-install-recommends \
-        'maven=3.8.*' \
-        'openjdk-17-jre-headless=17.0.*' \
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends 'maven=3.8.*' \
     && rm -rf /var/lib/apt/lists/*
 # hadoop-aws 3.5.0's runtime dependencies as Maven resolves them (the AWS SDK v2 bundle is
 # ~690 MB of it), each checked against Central's checksum (-C) and the SHA-256 pinned here.
@@ -63,22 +74,12 @@ RUN for artifact in \
         | sha256sum --strict -c - \
     && rm -rf /tmp/m2
 
-# --- runtime ------------------------------------------------------------------------------------
-FROM python:3.11.14-slim-bookworm
+# --- runtime: Java 17 and tini (the java stage), the virtualenv, the jars ----------------------
+FROM java
 
 LABEL org.opencontainers.image.title="hudi-sink" \
       org.opencontainers.image.description="Exactly-once sink from Kafka topics into Apache Hudi tables" \
       org.opencontainers.image.licenses="Apache-2.0"
-
-# Java 17 for the participants' Spark (local mode) and the Spark Connect server; tini as PID 1
-# forwards SIGTERM to hudi-sink and reaps the JVM's children.
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-RUN mkdir -p /usr/share/man/man1 \
-    && apt-get update \
-    && apt-get install -y --no-install-recommends \
-        'openjdk-17-jre-headless=17.0.*' \
-        'tini=0.19.*' \
-    && rm -rf /var/lib/apt/lists/*
 
 RUN groupadd --system --gid 10001 hudi-sink \
     && useradd --system --uid 10001 --gid 10001 --home-dir /tmp --shell /usr/sbin/nologin hudi-sink

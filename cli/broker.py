@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from hudi_sink.shared.errors import ConfigError, HudiSinkError
-from hudi_sink.shared.runtime.leftovers import forget, stop_at_exit
+from hudi_sink.shared.runtime.leftovers import forget, stop_at_exit, terminate
 
 __all__ = [
     "BrokerStartError",
@@ -301,20 +301,8 @@ class EmbeddedBroker:
             forget(self)
 
     def _terminate(self, timeout_s: float) -> None:
-        process = self._process
-        if process is None:
-            return
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                process.wait()
-        else:
-            process.wait()  # reap, so no zombie is left
+        if self._process is not None:
+            terminate(self._process, timeout_s)
 
     def __enter__(self) -> EmbeddedBroker:
         self.start()

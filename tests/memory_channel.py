@@ -12,8 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from hudi_sink.shared.kafka.channel import AnyPayload
-from hudi_sink.shared.kafka.protocol import Envelope, Sender
+from hudi_sink.shared.kafka.protocol import AnyPayload, Envelope, Sender
 from hudi_sink.shared.runtime.faults import Faults
 
 __all__ = ["MemoryControlBus", "MemoryChannel"]

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 
 from hudi_sink.cli.broker import free_port
-from hudi_sink.shared.runtime.leftovers import forget, stop_at_exit
+from hudi_sink.shared.runtime.leftovers import forget, stop_at_exit, terminate
 
 __all__ = ["ROOT", "AnchorUnavailable", "ConnectWorker", "pom_properties", "resolve_classpath",
            "wait_assigned"]
@@ -103,6 +103,8 @@ class ConnectWorker:
                  *, heap_mb: int = 1024, worker: dict[str, str] | None = None) -> None:
         self.directory = directory
         self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        """The worker's REST API."""
         plugins = directory / "plugins" / "connector"
         plugins.mkdir(parents=True)
         for jar in plugin:  # the plugin's own directory: one class loader for all its jars
@@ -113,7 +115,7 @@ class ConnectWorker:
             "key.converter": "org.apache.kafka.connect.storage.StringConverter",
             "value.converter": "org.apache.kafka.connect.storage.StringConverter",
             "offset.storage.file.filename": str(directory / "connect.offsets"),
-            "listeners": f"http://127.0.0.1:{self.port}",
+            "listeners": self.url,
             "plugin.path": str(plugins.parent),
             **(worker or {}),
         }
@@ -127,10 +129,6 @@ class ConnectWorker:
                       "-cp", ":".join(runtime), "org.apache.kafka.connect.cli.ConnectStandalone",
                       str(directory / "worker.properties")]
         self._process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     @property
     def pid(self) -> int | None:
@@ -197,13 +195,7 @@ class ConnectWorker:
         process = self._process
         if process is None:
             return
-        if process.poll() is None:
-            process.terminate()
-            try:
-                await asyncio.to_thread(process.wait, timeout_s)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                await asyncio.to_thread(process.wait)
+        await asyncio.to_thread(terminate, process, timeout_s)
         forget(process)
 
 

@@ -47,6 +47,7 @@ from hudi_sink.cli.broker import free_port
 from hudi_sink.shared.config.settings import KafkaConfig
 from hudi_sink.shared.kafka.connection import consumer_options
 from hudi_sink.shared.kafka.protocol import MessageType, decode
+from hudi_sink.shared.runtime.leftovers import terminate
 
 __all__ = ["SinkRun", "SinkResult"]
 
@@ -134,13 +135,7 @@ class _Process:
         return python, children
 
     def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.terminate()
-            try:
-                self.popen.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
+        terminate(self.popen, timeout_s=60)
         self._log.close()
 
     def tail(self, lines: int = 30) -> str:

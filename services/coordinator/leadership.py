@@ -21,17 +21,13 @@ from typing import Any
 
 from aiokafka.errors import KafkaError
 
-from hudi_sink.services.coordinator.committer import TableCommitter
 from hudi_sink.services.coordinator.election import LeaderElection
-from hudi_sink.services.coordinator.transaction import Clock, TransactionDriver
-from hudi_sink.shared.config.settings import SinkConfig
+from hudi_sink.services.coordinator.transaction import DriverContext, TransactionDriver
 from hudi_sink.shared.errors import ConfigError, FencedError, HudiSinkError, TableFormatError
 from hudi_sink.shared.hudi.offsets import offsets_from_metadata
-from hudi_sink.shared.hudi.table import HudiTable
 from hudi_sink.shared.kafka.channel import ControlEndpoint
 from hudi_sink.shared.kafka.partition_key import PartitionKey
 from hudi_sink.shared.kafka.protocol import Envelope, Role
-from hudi_sink.shared.runtime.metrics import Metrics
 from hudi_sink.shared.runtime.states import CoordinatorPhase
 
 __all__ = ["Leadership"]
@@ -48,17 +44,14 @@ class Leadership:
     """Wins, keeps and loses leadership for one coordinator process; the transactions
     themselves are the driver's."""
 
-    def __init__(self, config: SinkConfig, table: HudiTable, committer: TableCommitter,
-                 driver: TransactionDriver, metrics: Metrics, *, member: dict[str, Any],
-                 clock: Clock) -> None:
-        """``member`` is what the sink log records about this leader (id, host, admin URL)."""
-        self._config = config
-        self._table = table
-        self._committer = committer
+    def __init__(self, context: DriverContext, driver: TransactionDriver, *,
+                 member: dict[str, Any]) -> None:
+        """``context`` is the driver's own: leadership and transactions work with the same
+        config, table, committer, metrics and clock. ``member`` is what the sink log records
+        about this leader (id, host, admin URL)."""
+        self._ctx = context
         self._driver = driver
-        self._metrics = metrics
         self._member = member
-        self._clock = clock
         self._inbox: asyncio.Queue[Envelope] = asyncio.Queue()
         self._table_checked_at: float | None = None
         self._fenced_at_generation: int | None = None
@@ -84,7 +77,7 @@ class Leadership:
                 election.changed.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(election.changed.wait(), timeout=1)
-                await asyncio.to_thread(self._committer.refresh)
+                await asyncio.to_thread(self._ctx.committer.refresh)
                 await self._observe_table_commit(every_s=STANDBY_TABLE_CHECK_S)
                 continue
             try:
@@ -130,49 +123,49 @@ class Leadership:
     def _step_down(self, reason: str) -> None:
         log.warning("stepping down: %s", reason)
         self._driver.stand_by(reason)
-        self._metrics.leadership(False, self._committer.epoch)
+        self._ctx.metrics.leadership(False, self._ctx.committer.epoch)
 
     async def _revalidate(self, election: LeaderElection) -> None:
         """A new group assignment while we lead (e.g. we were frozen, then rejoined and won
         again): if another epoch was claimed meanwhile, our state is stale — start over."""
         self._led_generation = election.generation
-        state = await asyncio.to_thread(self._committer.refresh)
-        if state.epoch != self._committer.epoch:
+        state = await asyncio.to_thread(self._ctx.committer.refresh)
+        if state.epoch != self._ctx.committer.epoch:
             self._step_down(f"epoch {state.epoch} was claimed while we led with "
-                            f"{self._committer.epoch}")
+                            f"{self._ctx.committer.epoch}")
 
     async def _become_leader(self, election: LeaderElection) -> None:
         self._led_generation = election.generation
         self._driver.begin_recovery()
-        epoch = await asyncio.to_thread(self._committer.claim_epoch, dict(self._member))
-        report = await asyncio.to_thread(self._committer.recover)
-        metadata = await asyncio.to_thread(self._table.latest_commit_metadata)
+        epoch = await asyncio.to_thread(self._ctx.committer.claim_epoch, dict(self._member))
+        report = await asyncio.to_thread(self._ctx.committer.recover)
+        metadata = await asyncio.to_thread(self._ctx.table.latest_commit_metadata)
         committed: dict[PartitionKey, int] = {}
         if metadata is not None:
             try:
                 committed = offsets_from_metadata(
-                    metadata.get("extraMetadata") or {}, list(self._config.kafka.topics))
+                    metadata.get("extraMetadata") or {}, list(self._ctx.config.kafka.topics))
             except TableFormatError as exc:  # the topic set cannot be matched to the table
                 raise ConfigError(str(exc), key="kafka.topics") from exc
-        latest = await asyncio.to_thread(self._table.latest_instant_time)
+        latest = await asyncio.to_thread(self._ctx.table.latest_instant_time)
         await self._observe_table_commit(every_s=0)
-        self._metrics.leadership(True, epoch)
+        self._ctx.metrics.leadership(True, epoch)
         self._driver.take_over(epoch, report, committed, latest)
 
     async def _observe_table_commit(self, every_s: float) -> None:
         """Feed ``seconds_since_last_commit`` from the table's newest commit file, so the
         stall alarm tells the truth after a restart or a failover (not time since start)."""
-        now = self._clock()
+        now = self._ctx.clock()
         if self._table_checked_at is not None and now - self._table_checked_at < every_s:
             return
         self._table_checked_at = now
         committed_at = await asyncio.to_thread(self._latest_commit_unix)
         if committed_at is not None:
-            self._metrics.table_committed_at(committed_at)
+            self._ctx.metrics.table_committed_at(committed_at)
 
     def _latest_commit_unix(self) -> float | None:
-        completed = self._table.completed_commits()
+        completed = self._ctx.table.completed_commits()
         if not completed:
             return None
-        info = self._table.fs.file_info(self._table.commit_path(completed[-1]))
+        info = self._ctx.table.fs.file_info(self._ctx.table.commit_path(completed[-1]))
         return info.mtime if info is not None else None

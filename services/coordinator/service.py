@@ -121,15 +121,15 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
             raise HudiSinkBug("coordinator parts assembled twice")
         cfg = self.config
         committer = TableCommitter(self._fs, self._table, disposal)
-        driver = TransactionDriver(DriverContext(
+        context = DriverContext(
             cfg, self.schema, self._table, committer, self.metrics, channel_send=self._channel_send,
-            expected_partitions=self._expected_partitions, clock=self._clock))
+            expected_partitions=self._expected_partitions, clock=self._clock)
+        driver = TransactionDriver(context)
         member = {"member_id": self.sender.id, "host": self.sender.host, "admin_url": self.admin_url}
         self._parts = CoordinatorParts(
             committer=committer, driver=driver,
             maintenance=MaintenanceRoutine(cfg, self._table, committer, driver, self.metrics),
-            leadership=Leadership(cfg, self._table, committer, driver, self.metrics, member=member,
-                                  clock=self._clock))
+            leadership=Leadership(context, driver, member=member))
         return self._parts
 
     # --- lifecycle ------------------------------------------------------------------------

@@ -17,24 +17,12 @@ from aiokafka import TopicPartition as KafkaTopicPartition
 from hudi_sink.shared.config.settings import SinkConfig
 from hudi_sink.shared.errors import HudiSinkBug, ProtocolDecodeError
 from hudi_sink.shared.kafka.connection import consumer_options
-from hudi_sink.shared.kafka.protocol import (
-    AckCommit,
-    EndCommit,
-    Envelope,
-    ParticipantReady,
-    Sender,
-    StartCommit,
-    WriteStatus,
-    decode,
-    encode,
-)
+from hudi_sink.shared.kafka.protocol import AnyPayload, Envelope, Sender, decode, encode
 from hudi_sink.shared.runtime.faults import Faults
 
 __all__ = ["ControlChannel", "ControlEndpoint", "decode_control_records"]
 
 log = logging.getLogger("hudi_sink.channel")
-
-AnyPayload = StartCommit | EndCommit | WriteStatus | AckCommit | ParticipantReady
 
 
 class ControlEndpoint(Protocol):

@@ -30,6 +30,7 @@ __all__ = [
     "WriteStatus",
     "AckCommit",
     "ParticipantReady",
+    "AnyPayload",
     "Payload",
     "Sender",
     "Envelope",
@@ -140,10 +141,10 @@ class ParticipantReady(_Model):
     partitions: list[TopicPartition]
 
 
-Payload = Annotated[
-    StartCommit | EndCommit | WriteStatus | AckCommit | ParticipantReady,
-    Field(discriminator="type"),
-]
+AnyPayload = StartCommit | EndCommit | WriteStatus | AckCommit | ParticipantReady
+"""Any message's body: what is sent (``Envelope.wrap``) and what an envelope carries."""
+Payload = Annotated[AnyPayload, Field(discriminator="type")]
+"""The body as an envelope decodes it: the model is chosen by its ``type``."""
 
 
 class Sender(_Model):
@@ -165,7 +166,7 @@ class Envelope(_Model):
     @classmethod
     def wrap(
         cls,
-        payload: StartCommit | EndCommit | WriteStatus | AckCommit | ParticipantReady,
+        payload: AnyPayload,
         *,
         sink: str,
         sender: Sender,

@@ -5,16 +5,19 @@ child processes their caller is meant to stop. An interpreter that exits without
 (an exception, Ctrl-C, a test session cut short) would leave it running, holding ports and
 memory. Each registers how to stop it with :func:`stop_at_exit` once started, and
 :func:`forget` once stopped; one ``atexit`` hook runs what is left, each step on its own (one
-failing stop does not keep the others from running).
+failing stop does not keep the others from running). :func:`terminate` is how each of them
+is stopped: asked first, killed when it does not go in time.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import subprocess
 from collections.abc import Callable
+from typing import Any
 
-__all__ = ["stop_at_exit", "forget"]
+__all__ = ["stop_at_exit", "forget", "terminate"]
 
 _leftovers: dict[int, Callable[[], object]] = {}
 """Stop callbacks of what is still running, by the owner's identity."""
@@ -36,3 +39,17 @@ def _stop_leftovers() -> None:
         with contextlib.suppress(Exception):
             stop()
     _leftovers.clear()
+
+
+def terminate(process: subprocess.Popen[Any], timeout_s: float) -> None:
+    """SIGTERM (the child stops cleanly), SIGKILL after ``timeout_s``; returns once it has
+    exited and is reaped. Nothing to do for a process that already ended. Blocking: async
+    callers run it in a worker thread."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -630,7 +630,8 @@ def test_dockerfile_is_hadolint_clean() -> None:
 
 def test_dockerfile_pins_its_base_and_runs_as_the_charts_user() -> None:
     text = (ROOT / "Dockerfile").read_text()
-    bases = re.findall(r"^FROM (\S+)", text, re.MULTILINE)
+    stages = re.findall(r"^FROM \S+ AS (\S+)", text, re.MULTILINE)
+    bases = [b for b in re.findall(r"^FROM (\S+)", text, re.MULTILINE) if b not in stages]
     assert bases and all(re.fullmatch(r"python:3\.1[1-9]\.\d+-slim-\w+", b) for b in bases), bases
     assert "openjdk-17-jre-headless" in text
     user = re.findall(r"^USER (\S+)", text, re.MULTILINE)[-1]
