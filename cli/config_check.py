@@ -37,10 +37,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from hudi_sink.shared.config.deprecated import DEPRECATED_KEYS, deprecations
-from hudi_sink.shared.config.files import read_config_file
 
 # The loader's own environment parsing, so "env" is attributed exactly as the loader applied it.
-from hudi_sink.shared.config.settings import SinkConfig, _env_overrides, load_config
+from hudi_sink.shared.config.environment import env_overrides
+from hudi_sink.shared.config.files import read_config_file
+from hudi_sink.shared.config.settings import SinkConfig, load_config
 
 __all__ = ["Checked", "check_config", "render_yaml", "render_json", "REDACTED", "secret_paths"]
 
@@ -148,7 +149,7 @@ def check_config(path: str | Path, environ: Mapping[str, str] | None = None) -> 
     config = load_config(path, environ=env, log_notes=False)  # the output lists them, once
     file = read_config_file(path)
     file_data = file.data
-    env_data = _env_overrides(env)
+    env_data = env_overrides(env)
     dumped = config.model_dump(mode="json", by_alias=True)
     sources: dict[KeyPath, str] = {}
     for leaf, _ in _leaves(dumped):

@@ -68,6 +68,7 @@ from hudi_sink.services.participant.json_format import (
 )
 from hudi_sink.shared.errors import InvalidPartitionValue
 from hudi_sink.shared.hudi.naming import MAX_DIR_NAME_BYTES, partition_path
+from hudi_sink.shared.hudi.record_key import key_text, record_key_string
 from hudi_sink.shared.schema.table_schema import Column, ColumnKind, TableSchema
 
 __all__ = ["RecordDecoder", "ValueParser"]
@@ -84,8 +85,8 @@ _MAX_MESSAGE = 300  # characters of an exception's message kept in a DecodeError
 class RecordDecoder:
     """Decodes record values for one table schema; build once, reuse for every record."""
 
-    __slots__ = ("_schema", "_max_record_bytes", "_plan", "_names", "_key", "_partition", "_hive_style",
-                 "_ncols", "_parse", "_parse_exact", "_decimals", "_failures_logged")
+    __slots__ = ("_schema", "_max_record_bytes", "_plan", "_names", "_key", "_keys", "_partition",
+                 "_hive_style", "_ncols", "_parse", "_parse_exact", "_decimals", "_failures_logged")
 
     def __init__(self, schema: TableSchema, max_record_bytes: int,
                  *, hive_style: bool = False, connect_envelope: bool = False,
@@ -99,7 +100,10 @@ class RecordDecoder:
             for column in schema.value_columns  # Kafka metadata columns are filled later
         )
         self._names = tuple(column.name for column in schema.value_columns)
-        self._key = schema.record_key_field
+        self._keys = schema.record_key_fields
+        # One field: checked before conversion, its text taken after (the fast path). Several
+        # (a composite key, Hudi's a:1,b:2): built from the converted values.
+        self._key = self._keys[0] if len(self._keys) == 1 else None
         self._partition = schema.partition_field
         self._hive_style = hive_style
         self._ncols = len(schema.value_columns)
@@ -193,9 +197,10 @@ class RecordDecoder:
         """The parsed object against the schema: the row, or the first reason it is not one."""
         get = obj.get
         key_name = self._key
-        raw_key = get(key_name)
-        if raw_key is None or raw_key == "":
-            return _missing_key(key_name, obj)
+        if key_name is not None:
+            raw_key = get(key_name)
+            if raw_key is None or raw_key == "":
+                return _missing_key(key_name, obj)
 
         # The parsed dict becomes ``Row.values`` in place: converted values overwrite the
         # JSON ones, absent columns are added as None. Building a fresh dict per record was
@@ -220,9 +225,17 @@ class RecordDecoder:
             too_long = self._partition_too_long(obj[partition])
             if too_long is not None:
                 return too_long
+        if key_name is not None:
+            key = obj[key_name]
+            record_key = key if type(key) is str else str(key_text(key))
+        else:
+            composite = record_key_string(obj, self._keys)
+            if composite is None:
+                return _missing_composite_key(self._keys, obj)
+            record_key = composite
         return Row(
             obj,
-            str(obj[key_name]),
+            record_key,
             None if partition is None else obj[partition],
             unknown,
         )
@@ -257,6 +270,13 @@ def _missing_key(name: str, obj: dict[str, Any]) -> Rejected:
     else:
         state = "an empty string"  # Hudi refuses empty record keys
     return Rejected(MISSING_RECORD_KEY, f"record key field {name!r} is {state}")
+
+
+def _missing_composite_key(names: tuple[str, ...], obj: dict[str, Any]) -> Rejected:
+    states = ", ".join(f"{name} is {'null' if obj.get(name) is None else 'empty'}"
+                       for name in names)
+    return Rejected(MISSING_RECORD_KEY, f"record key fields {', '.join(map(repr, names))} are "
+                    f"all null or empty ({states}): a composite key needs one value")
 
 
 def _missing_required(name: str, obj: dict[str, Any]) -> Rejected:

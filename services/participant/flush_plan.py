@@ -72,8 +72,9 @@ def prepare_flush(rows: list[Row], offsets: list[int], schema: TableSchema,
     data = rows_to_arrow(rows, schema)
     part_index, part_paths, paths = _partition_paths(rows, data, schema, spec.hive_style)
     count = len(rows)
-    key_column = data.column(schema.record_key_field)
-    record_keys = (key_column if pa.types.is_string(key_column.type)
+    key_fields = schema.record_key_fields  # several: Hudi's a:1,b:2, built by the decoder
+    key_column = data.column(key_fields[0])
+    record_keys = (key_column if len(key_fields) == 1 and pa.types.is_string(key_column.type)
                    else pa.array([row.record_key for row in rows], pa.string()))
     seqno = pc.binary_join_element_wise(f"{spec.instant}_{spec.source_index}_",
                                         pa.array(offsets, pa.int64()).cast(pa.string()), "")

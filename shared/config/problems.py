@@ -10,7 +10,7 @@ in the pod spec.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -77,10 +77,13 @@ def _problem(error: Any, model: type[BaseModel], environ: Mapping[str, str]) -> 
 
 
 def validation_problems(exc: ValidationError, model: type[BaseModel],
-                        environ: Mapping[str, str]) -> ConfigError:
-    """One ``ConfigError`` holding every problem pydantic found (``.problems``); its key and
-    first line are the first problem's, as before, with the count of the others."""
+                        environ: Mapping[str, str],
+                        also: Sequence[tuple[str, str]] = ()) -> ConfigError:
+    """One ``ConfigError`` holding every problem pydantic found (``.problems``) and ``also``
+    (checks across keys made beside the model's); its key and first line are the first
+    problem's, as before, with the count of the others."""
     problems = [_problem(error, model, environ) for error in exc.errors()]
+    problems += [problem for problem in also if problem not in problems]
     key, message = problems[0]
     others = len(problems) - 1
     if others:

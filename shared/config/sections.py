@@ -1,7 +1,7 @@
-"""Config sections kept out of ``shared.config.settings`` (re-exported there): ``log`` — the log
-lines' format — ``avro`` — where Avro
-writer schemas come from (``kafka.value_format: avro``) — and ``service`` — how every service
-process retries and stops."""
+"""Config sections kept out of ``shared.config.settings`` (which assembles them): ``log`` — the
+log lines' format — ``avro`` — where Avro writer schemas come from (``kafka.value_format:
+avro``) — ``admin`` — the REST surface — and ``service`` — how every service process retries
+and stops."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-__all__ = ["AvroConfig", "LogConfig", "ServiceConfig"]
+__all__ = ["AdminConfig", "AvroConfig", "LogConfig", "ServiceConfig"]
 
 
 class LogConfig(BaseModel):
@@ -22,6 +22,21 @@ class LogConfig(BaseModel):
     format: Literal["text", "json"] = "text"
     """``json``: one JSON object per line (time, level, logger, message, exception), for log
     pipelines that would split a traceback into unrelated lines."""
+
+
+class AdminConfig(BaseModel):
+    """The FastAPI admin surface of each service."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str = "0.0.0.0"
+    port: int = Field(8080, ge=0, le=65535)
+    token: str | None = Field(None, repr=False, min_length=1)
+    """Bearer token every service route needs. Empty is an error rather than "no token": an
+    empty Secret mounted as ``HUDI_SINK__ADMIN__TOKEN`` must fail at start, not open the door."""
+    allow_unauthenticated: bool = False
+    """Without a token, requests that change the sink (POST …) are refused unless this is true
+    (``hudi-sink dev``, tests on a trusted machine). Ignored when ``token`` is set."""
 
 
 class ServiceConfig(BaseModel):

@@ -32,7 +32,7 @@ __all__ = ["SeedKey", "SEED_KEYS", "IGNORED_KEYS", "OWN_SECTIONS", "SeedTranslat
 KeyPath = tuple[str, ...]
 
 OWN_SECTIONS = frozenset({"name", "kafka", "table", "transaction", "errors", "deletion", "admin",
-                          "service", "spark", "maintenance", "avro", "log"})
+                          "service", "spark", "maintenance", "avro", "log", "upsert"})
 """First segments of hudi-sink's own dotted keys (sections of ``SinkConfig``; a section the
 config does not have is still refused by its validation, naming the key)."""
 

@@ -7,7 +7,6 @@ instead of silently running with a default.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Mapping
@@ -17,18 +16,21 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hudi_sink.shared.config.deprecated import deprecations
+from hudi_sink.shared.config.environment import deep_merge, env_overrides
 from hudi_sink.shared.config.files import read_config_file
+from hudi_sink.shared.config.keyed import UpsertConfig, delete_field_problem, mode_problems
 from hudi_sink.shared.config.maintenance import MaintenanceConfig
-from hudi_sink.shared.config.problems import ENV_PREFIX, validation_problems
-from hudi_sink.shared.config.sections import AvroConfig, LogConfig, ServiceConfig
+from hudi_sink.shared.config.problems import validation_problems
+from hudi_sink.shared.config.sections import AdminConfig, AvroConfig, LogConfig, ServiceConfig
 from hudi_sink.shared.errors import ConfigError
+from hudi_sink.shared.hudi.record_key import split_key_fields
 from hudi_sink.shared.schema.avro_ddl import SOURCES, resolve_schema_source
 from hudi_sink.shared.schema.table_schema import TableSchema
 from hudi_sink.shared.storage.backend import check_base_path
 
 __all__ = [
     "SinkConfig", "KafkaConfig", "TableConfig", "TransactionConfig", "ErrorsConfig",
-    "DeletionConfig", "AdminConfig", "SparkConfig", "load_config", "config_from_mapping",
+    "DeletionConfig", "SparkConfig", "load_config", "config_from_mapping",
 ]
 
 log = logging.getLogger("hudi_sink.config")
@@ -65,6 +67,9 @@ class KafkaConfig(_Section):
     replication_factor: int | None = Field(None, ge=1)
     """Replicas of the topics the sink creates; None takes the broker's
     ``default.replication.factor``."""
+    envelope: Literal["none", "debezium"] = "none"
+    """``debezium``: each value is a Debezium change event (``before``, ``after``, ``op``, …),
+    in any ``value_format``; ``none``: the value is the row."""
 
     @field_validator("topics")
     @classmethod
@@ -93,7 +98,11 @@ class TableConfig(_Section):
     base_path: str = "./warehouse/orders"
     name: str = "orders"
     database: str = "default"
+    write_mode: Literal["insert", "upsert"] = "insert"
+    """``upsert``: one row per record key, updates and deletes applied. Fixed at creation."""
     record_key_field: str = "id"
+    """The record key's field, or several separated by commas (``a,b``: Hudi's composite key
+    ``a:1,b:2``); whitespace around names is dropped. Required explicitly in upsert mode."""
     partition_field: str | None = None
     precombine_field: str | None = None
     schema_ddl: str = Field(
@@ -106,9 +115,20 @@ class TableConfig(_Section):
     """Compression of the Parquet base files (seed ``parquet.codec``)."""
     kafka_metadata: bool = False
     """Add the record's Kafka coordinates as columns (seed ``connect.meta.data``)."""
+    small_file_bytes: int = Field(104857600, ge=0)
+    """Groups below this take new rows as their next slice (``hoodie.parquet.small.file.limit``)."""
     storage_options: dict[str, str] = Field(default_factory=dict, repr=False)  # s3: see README
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("record_key_field")
+    @classmethod
+    def _key_fields(cls, text: str) -> str:  # " a , b " -> "a,b", as hoodie.properties holds it
+        return ",".join(split_key_fields(text))
+
+    @property
+    def record_key_fields(self) -> tuple[str, ...]:  # in key order; one for a simple key
+        return tuple(self.record_key_field.split(","))
 
     @field_validator("storage_options", mode="before")
     @classmethod
@@ -181,19 +201,6 @@ class DeletionConfig(_Section):
     ``POST /deletions/reconcile`` still works)."""
 
 
-class AdminConfig(_Section):
-    """The FastAPI admin surface of each service."""
-
-    host: str = "0.0.0.0"
-    port: int = Field(8080, ge=0, le=65535)
-    token: str | None = Field(None, repr=False, min_length=1)
-    """Bearer token every service route needs. Empty is an error rather than "no token": an
-    empty Secret mounted as ``HUDI_SINK__ADMIN__TOKEN`` must fail at start, not open the door."""
-    allow_unauthenticated: bool = False
-    """Without a token, requests that change the sink (POST …) are refused unless this is true
-    (``hudi-sink dev``, tests on a trusted machine). Ignored when ``token`` is set."""
-
-
 class SparkConfig(_Section):
     """The participant's SparkSession."""
 
@@ -254,6 +261,7 @@ class SinkConfig(_Section):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
     log: LogConfig = Field(default_factory=LogConfig)
+    upsert: UpsertConfig = Field(default_factory=UpsertConfig)
 
     # Derived names (docs/design.md §5): computed on every read, so they never disagree with ``name``.
     @property
@@ -274,47 +282,6 @@ class SinkConfig(_Section):
         return self.spark.job_bytes or self.transaction.buffer_bytes
 
 
-def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
-    """Turn ``HUDI_SINK__SECTION__KEY=value`` into a nested dict.
-
-    Lists and maps are JSON (``HUDI_SINK__KAFKA__TOPICS='["a","b"]'``); ``null`` is None;
-    other values stay strings and are converted by the field's type.
-    """
-    nested: dict[str, Any] = {}
-    for env_key, raw in environ.items():
-        if not env_key.startswith(ENV_PREFIX):
-            continue
-        parts = [p.lower() for p in env_key[len(ENV_PREFIX):].split("__") if p]
-        if not parts:
-            continue
-        value: Any = raw
-        if raw.lstrip().startswith(("[", "{")) or raw.strip() == "null":
-            # Lists and maps come as JSON; scalars stay strings and pydantic converts them
-            # per field, so HUDI_SINK__NAME=2024 stays the string "2024".
-            try:
-                value = json.loads(raw)
-            except ValueError:
-                raise ConfigError(f"invalid JSON in environment variable {env_key}",
-                                  ".".join(parts)) from None
-        node = nested
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ConfigError("environment sets both a section and a value", ".".join(parts))
-        node[parts[-1]] = value
-    return nested
-
-
-def _deep_merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _deep_merge(dict(merged[key]), value)
-        else:
-            merged[key] = value
-    return merged
-
-
 def config_from_mapping(
     data: Mapping[str, Any],
     *,
@@ -325,13 +292,16 @@ def config_from_mapping(
 ) -> SinkConfig:
     """Validate a config mapping (file contents) with env and CLI overrides applied."""
     env = os.environ if environ is None else environ
-    merged = _deep_merge(dict(data), _env_overrides(env))
+    merged = deep_merge(dict(data), env_overrides(env))
     if overrides:
-        merged = _deep_merge(merged, overrides)
+        merged = deep_merge(merged, overrides)
+    keyed = mode_problems(merged)  # rules across keys, reported beside the model's own
     try:
         config = SinkConfig.model_validate(merged)
     except ValidationError as exc:
-        raise validation_problems(exc, SinkConfig, env) from None
+        raise validation_problems(exc, SinkConfig, env, also=keyed) from None
+    if keyed:
+        raise ConfigError(keyed[0][1], keyed[0][0], problems=keyed)
     base_path = Path(config.table.base_path)
     if not base_path.is_absolute() and "://" not in config.table.base_path:
         base_path = ((base_dir or Path.cwd()) / base_path).resolve()
@@ -346,7 +316,10 @@ def config_from_mapping(
         ddl = resolve_schema_source(config.table.schema_ddl, config.avro, base_dir or Path.cwd())
         config = config.model_copy(update={"table": config.table.model_copy(update={"schema_ddl": ddl})})
     # The schema must parse and hold the key fields; checked here so it fails at start.
-    config.table.table_schema()
+    schema = config.table.table_schema()
+    problem = delete_field_problem(config.upsert.delete_field, schema)
+    if problem is not None:
+        raise ConfigError(problem, "upsert.delete_field")
     for note in deprecations(config) if log_notes else ():
         log.warning("%s", note)
     return config

@@ -16,6 +16,7 @@ import orjson
 import pyarrow as pa
 
 from hudi_sink.shared.errors import SchemaError
+from hudi_sink.shared.hudi.record_key import split_key_fields
 
 __all__ = ["ColumnKind", "Column", "TableSchema", "META_COLUMNS", "KAFKA_METADATA", "KAFKA_TOPIC",
            "KAFKA_PARTITION", "KAFKA_OFFSET", "KAFKA_TIMESTAMP", "KAFKA_KEY", "parse_ddl"]
@@ -238,6 +239,8 @@ class TableSchema:
 
     columns: tuple[Column, ...]
     record_key_field: str
+    """The record key field, or several joined by ``,`` (``a,b``: a composite key), as
+    ``hoodie.table.recordkey.fields`` holds them; each one in ``record_key_fields``."""
     partition_field: str | None
     table_name: str
     kafka_metadata: bool = False
@@ -257,7 +260,12 @@ class TableSchema:
     ) -> TableSchema:
         """Parse ``ddl`` and check that the key fields are columns of it. Plain arguments,
         so the schema knows nothing of the config (``TableConfig.table_schema`` calls this);
-        errors name the ``table.*`` key at fault."""
+        errors name the ``table.*`` key at fault. ``record_key_field`` may list several
+        fields (``a,b``), each checked."""
+        try:
+            key_fields = split_key_fields(record_key_field)
+        except ValueError as exc:
+            raise SchemaError(str(exc), "table.record_key_field") from None
         columns = tuple(parse_ddl(ddl))
         names = {c.name for c in columns}
         if kafka_metadata:
@@ -266,7 +274,7 @@ class TableSchema:
                 raise SchemaError(f"column(s) {taken} are the Kafka metadata columns of "
                                   "table.kafka_metadata: rename them", "table.schema")
             columns += KAFKA_METADATA
-        for key, field in (("table.record_key_field", record_key_field),
+        for key, field in (*(("table.record_key_field", name) for name in key_fields),
                            ("table.partition_field", partition_field),
                            ("table.precombine_field", precombine_field)):
             if field is not None and field not in names:
@@ -276,7 +284,12 @@ class TableSchema:
             if field is not None and next(c for c in columns if c.name == field).kind in nested:
                 raise SchemaError(f"{field!r} is nested (ARRAY, MAP, STRUCT): it cannot be a key "
                                   "field", key)
-        return cls(columns, record_key_field, partition_field, table_name, kafka_metadata)
+        return cls(columns, ",".join(key_fields), partition_field, table_name, kafka_metadata)
+
+    @property
+    def record_key_fields(self) -> tuple[str, ...]:
+        """The record key's fields, in key order (one for a simple key)."""
+        return tuple(self.record_key_field.split(","))
 
     @property
     def value_columns(self) -> tuple[Column, ...]:

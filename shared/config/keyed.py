@@ -1,0 +1,92 @@
+"""Keyed writes' config: the ``upsert`` section, the checks of ``table.write_mode: upsert``
+that need more than one key, and the build's gate.
+
+``table.write_mode`` (``insert | upsert``) and the key fields live in ``table``
+(``shared.config.settings``); this module holds what only upsert mode reads — how a record's
+Kafka key is read (tombstones carry no value), which partitioner the producers used (a key must
+live in one Kafka partition, so in one file group), and the soft-delete field — and the checks
+that relate ``table`` to other sections or to the schema, each naming its key.
+
+``UPSERT_AVAILABLE`` is the one switch of a build whose merge does not exist yet: a participant
+refuses upsert mode at start (exit 2 naming ``table.write_mode``) rather than silently append
+every version of every key, and ``config check`` reports the same line. The build that
+ships the merge sets it True; nothing else changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hudi_sink.shared.errors import ConfigError
+from hudi_sink.shared.schema.table_schema import TableSchema
+
+__all__ = ["UpsertConfig", "UPSERT_AVAILABLE", "upsert_unavailable", "delete_field_problem",
+           "mode_problems"]
+
+UPSERT_AVAILABLE = False
+"""Whether this build merges (``table.write_mode: upsert``); see the module doc."""
+
+
+class UpsertConfig(BaseModel):
+    """How upsert mode (``table.write_mode: upsert``) reads keys and deletes; unused in
+    insert mode."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kafka_key_format: Literal["string", "json"] = "string"
+    """How a record's Kafka key is read where the value holds none (a tombstone: null value):
+    ``string``, the key as UTF-8 text; ``json``, an object holding the key fields (Debezium's
+    keys are JSON structs, with or without a Connect schema)."""
+    key_partitioner: Literal["murmur2", "crc32", "none"] = "murmur2"
+    """The partitioner the producers used: ``murmur2`` is Kafka's default partitioner (Java
+    clients, ``hudi-sink produce``), ``crc32`` librdkafka's ``consistent_random``. A record whose
+    key hashes to another partition than the one it came from is a bad record
+    (``KeyPartitionMismatch``): a key must live in one Kafka partition, so in one file group.
+    ``none`` skips the check (the producers guarantee it some other way)."""
+    delete_field: str | None = Field(None, min_length=1)
+    """A soft-delete column (``__deleted`` of Debezium's ``ExtractNewRecordState``,
+    ``_hoodie_is_deleted``): a record whose value of it equals ``delete_marker`` deletes its
+    key. A column of ``table.schema``."""
+    delete_marker: str = Field("true", min_length=1)
+    """The text of ``delete_field`` that means "deleted" (a boolean true reads as ``true``)."""
+
+
+def upsert_unavailable(write_mode: str) -> ConfigError | None:
+    """The refusal of upsert mode by a build without the merge (``UPSERT_AVAILABLE``)."""
+    if write_mode != "upsert" or UPSERT_AVAILABLE:
+        return None
+    return ConfigError("upsert is not available in this build yet (use insert)",
+                       "table.write_mode")
+
+
+def mode_problems(data: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What ``table.write_mode: upsert`` asks of other keys, from the merged file and
+    environment before validation (so these are reported beside the model's problems, and
+    "given" means written in the file or the environment): an explicit record key — the
+    default ``id`` is no key to merge on — and one topic, since a key's versions are ordered
+    by offset within one Kafka partition and two topics have no order between them."""
+    table = data.get("table")
+    if not isinstance(table, Mapping) or table.get("write_mode") != "upsert":
+        return []
+    problems: list[tuple[str, str]] = []
+    if table.get("record_key_field") is None:
+        problems.append(("table.record_key_field", "required with table.write_mode: upsert, "
+                         "given explicitly (the default 'id' is not taken as the key to merge "
+                         "on)"))
+    kafka = data.get("kafka")
+    topics = kafka.get("topics") if isinstance(kafka, Mapping) else None
+    if isinstance(topics, list) and len(topics) > 1:
+        problems.append(("kafka.topics", f"table.write_mode: upsert reads one topic (got "
+                         f"{len(topics)}): a key's versions are ordered by offset within one "
+                         "partition, and two topics have no order between them"))
+    return problems
+
+
+def delete_field_problem(delete_field: str | None, schema: TableSchema) -> str | None:
+    """``upsert.delete_field`` must be a top-level column of the schema."""
+    if delete_field is None or delete_field in {c.name for c in schema.value_columns}:
+        return None
+    return f"delete field {delete_field!r} is not a column of table.schema"
