@@ -24,8 +24,10 @@ from hudi_sink.services.coordinator.commit_metadata import PlannedCommit, plan_c
 from hudi_sink.services.coordinator.commit_state import AbortReason, CommitState, StatusOutcome
 from hudi_sink.services.coordinator.committer import RecoveryReport, TableCommitter
 from hudi_sink.services.coordinator.history import TransactionHistory, transaction_view
+from hudi_sink.services.coordinator.idle import IdleInstants
 from hudi_sink.services.coordinator.instants import reserve_instant
 from hudi_sink.services.coordinator.phase import UNDECIDED_PHASES, Closed, Open, PhaseMachine
+from hudi_sink.services.coordinator.status_checks import StatusChecks
 from hudi_sink.services.coordinator.views import TransactionView
 from hudi_sink.shared.config.settings import SinkConfig
 from hudi_sink.shared.hudi.table import HudiTable
@@ -97,6 +99,8 @@ class TransactionDriver:
         self._abort_request: str | None = None
         """A REST abort: the instant it is for (never applied to another one)."""
         self._waiting_logged_for: tuple[str, str] | None = None
+        self._idle = IdleInstants(context.table, context.metrics, context.config.transaction, self.phase)
+        self._status_checks = StatusChecks(context.committer, context.table, context.metrics)
 
     @property
     def is_leader(self) -> bool:
@@ -313,8 +317,9 @@ class TransactionDriver:
             await self.abort(AbortReason.STAGED_FILES_UNUSABLE, "; ".join(problems.values()))
             return
         planned = self._plan_commit(state)
-        if not self._config.transaction.allow_empty_commit and planned.is_empty(self.committed_offsets):
-            await self.abort(AbortReason.NOTHING_ARRIVED)  # offsets unchanged: nothing to store
+        if self._idle.nothing_moved(planned, self.committed_offsets):  # nothing to store
+            if (why_not := await self._idle.withdraw(state.instant, planned.carried)) is not None:
+                await self.abort(AbortReason.NOTHING_MOVED, why_not)
             return
         await asyncio.to_thread(self._committer.commit, state.instant, planned.metadata, planned.moves)
         self.committed_offsets = planned.offsets
@@ -345,16 +350,10 @@ class TransactionDriver:
         )
 
     def _verify_statuses(self, state: CommitState) -> dict[PartitionKey, str]:
-        """Statuses whose staged files are not all there with their reported sizes
-        (blocking file checks: run in a worker thread)."""
-        problems: dict[PartitionKey, str] = {}
-        for key, status in list(state.statuses.items()):
-            moves = [(f.staged_path, f.final_path) for f in status.files]
-            sizes = {f.staged_path: f.size_bytes for f in status.files}
-            problem = self._committer.verify_staged(moves, sizes)
-            if problem is not None:
-                problems[key] = problem
-        return problems
+        """Statuses whose staged files are not all there with their reported sizes, or whose
+        new slices are not written over their groups' latest slices (``StatusChecks``;
+        blocking: run in a worker thread)."""
+        return self._status_checks.problems(dict(state.statuses), list(self._config.kafka.topics))
 
     async def abort(self, why: AbortReason, detail: str = "") -> None:
         """Roll the open transaction back (IllegalTransition when none is open)."""

@@ -9,12 +9,14 @@ attempt.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from hudi_sink.services.participant.decoded import Row, rows_to_arrow
+from hudi_sink.services.participant.packing import Carry
 from hudi_sink.services.participant.spark_writer import PART_COLUMN, PlannedFile
 from hudi_sink.shared.hudi.naming import base_file_name, new_file_id, partition_path, write_token
 from hudi_sink.shared.schema.table_schema import TableSchema
@@ -59,6 +61,14 @@ class PreparedFlush:
     @property
     def num_rows(self) -> int:
         return int(self.columns.num_rows)
+
+    def bytes_per_path(self) -> list[int]:
+        """Arrow bytes of each table partition's rows (the flush's bytes shared by rows)."""
+        counts = [0] * len(self.paths)
+        for item in pc.value_counts(self.part_index):
+            counts[int(item["values"].as_py())] = int(item["counts"].as_py())
+        total = max(self.num_rows, 1)
+        return [self.columns.nbytes * count // total for count in counts]
 
 
 def prepare_flush(rows: list[Row], offsets: list[int], schema: TableSchema,
@@ -122,13 +132,19 @@ def _partition_paths(rows: list[Row], data: pa.Table, schema: TableSchema,
     return pa.array(indices, pa.int32()), pa.array(row_paths, pa.string()), list(index_of)
 
 
-def name_flush(prepared: PreparedFlush, spec: FlushInput) -> tuple[pa.Table, list[PlannedFile]]:
-    """Fresh file ids for ``prepared`` (on every attempt: staged names never repeat): the
-    table Spark writes (meta columns, data columns, ``__hs_part``) and its file plan."""
-    token = write_token(spec.partition, spec.flush_no, spec.writer_nonce)
+def name_flush(prepared: PreparedFlush, spec: FlushInput,
+               carries: Mapping[int, Carry] | None = None) -> tuple[pa.Table, list[PlannedFile]]:
+    """Fresh names for ``prepared`` (on every attempt: staged names never repeat): the
+    table Spark writes (meta columns, data columns, ``__hs_part``) and its file plan. A
+    table partition in ``carries`` (by index into ``prepared.paths``) becomes a new slice of
+    that group (its fileId, the old slice's rows carried); the others new file groups. The
+    write token starts with the source index: it names the group's owner."""
+    token = write_token(spec.source_index, spec.flush_no, spec.writer_nonce)
+    carries = carries or {}
     planned: list[PlannedFile] = []
     for index, path in enumerate(prepared.paths):
-        fid = new_file_id()
+        carry = carries.get(index)
+        fid = new_file_id() if carry is None else carry.file_id
         name = base_file_name(fid, token, spec.instant)
         planned.append(PlannedFile(
             index=index,
@@ -137,6 +153,7 @@ def name_flush(prepared: PreparedFlush, spec: FlushInput) -> tuple[pa.Table, lis
             file_name=name,
             staged_path=posixpath.join(spec.staging_dir, path, name) if path
             else posixpath.join(spec.staging_dir, name),
+            carry=carry,
         ))
     names = pa.array([p.file_name for p in planned], pa.string()).take(prepared.part_index)
     table = prepared.columns.add_column(len(_META_BEFORE_FILE_NAME), "_hoodie_file_name", names)

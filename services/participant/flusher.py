@@ -19,11 +19,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hudi_sink.services.participant.flush_plan import FlushInput, name_flush, prepare_flush
+from hudi_sink.services.participant.flush_plan import (
+    FlushInput,
+    PreparedFlush,
+    name_flush,
+    prepare_flush,
+)
+from hudi_sink.services.participant.packing import Carry, choose_carries
 from hudi_sink.services.participant.spark_jobs import SparkJobs
 from hudi_sink.services.participant.spark_writer import SparkWriteError, SparkWriter, WrittenFile
 from hudi_sink.services.participant.transaction import PendingBuffer, TransactionParticipant
 from hudi_sink.shared.config.settings import SinkConfig
+from hudi_sink.shared.errors import HudiSinkError
+from hudi_sink.shared.hudi.slices import GroupKey, SliceCache, source_index
 from hudi_sink.shared.hudi.table import HudiTable
 from hudi_sink.shared.kafka.protocol import StagedFile
 from hudi_sink.shared.runtime.faults import ENV as FAULTS_ENV
@@ -67,6 +75,9 @@ class Flusher:
                                job_timeout_s=config.spark.job_timeout_ms / 1000)
         self._flush_seq = 0
         """Flushes started by this process (fault injection counts them from 1)."""
+        self._slices = SliceCache(table)
+        self._packed: dict[tuple[str, int, str], set[GroupKey]] = {}
+        """(topic, partition, instant) → groups it wrote a slice of in that instant."""
 
     async def flush(self, state: TransactionParticipant, buffer: PendingBuffer) -> FlushResult:
         self._flush_seq += 1
@@ -93,6 +104,8 @@ class Flusher:
                 partition_path=w.planned.partition_path,
                 num_records=w.num_records,
                 size_bytes=w.size_bytes,
+                prev_commit=w.planned.carry.prev_commit if w.planned.carry else None,
+                num_inserts=w.num_records - w.planned.carry.rows if w.planned.carry else None,
             )
             for w in files
         ])
@@ -101,6 +114,29 @@ class Flusher:
         """Raises once a Spark job is found hung (``SparkJobs.watch``): a routine of the
         service, so the participant stops with an error instead of stalling."""
         await self._jobs.watch()
+
+    async def _carries(self, state: TransactionParticipant, buffer: PendingBuffer,
+                       prepared: PreparedFlush, spec: FlushInput) -> dict[int, Carry]:
+        """The instant's last flush packs a trickle into the partition's own small groups
+        (``services.participant.packing``); the timeline is read in a worker thread. A
+        table that cannot be read now only means new groups."""
+        small = self._config.table.small_file_bytes
+        if small <= 0:
+            return {}
+        for old in [k for k in self._packed if k[:2] == state.key and k[2] != buffer.instant]:
+            del self._packed[old]
+        used = self._packed.setdefault((*state.key, buffer.instant), set())
+        try:
+            latest = await asyncio.to_thread(self._slices.latest)
+        except (OSError, HudiSinkError) as exc:
+            log.warning("%s-%d: table view unreadable, writing new file groups: %s",
+                        state.topic, state.partition, exc)
+            return {}
+        carries = choose_carries(prepared.paths, prepared.bytes_per_path(), latest,
+                                 owner=spec.source_index, small_file_bytes=small, used=used,
+                                 base_path=self._config.table.base_path)
+        used.update((prepared.paths[i], c.file_id) for i, c in carries.items())
+        return carries
 
     @staticmethod
     def refuses(state: TransactionParticipant, instant: str) -> bool:
@@ -117,7 +153,7 @@ class Flusher:
         spec = FlushInput(
             topic=state.topic,
             partition=state.partition,
-            source_index=cfg.kafka.topics.index(state.topic) * 100000 + state.partition,
+            source_index=source_index(cfg.kafka.topics, state.topic, state.partition),
             instant=buffer.instant,
             flush_no=buffer.flush_no,
             writer_nonce=self._writer_nonce,
@@ -131,6 +167,7 @@ class Flusher:
             prepare_flush, buffer.rows, buffer.offsets, self._schema, spec
         )
         buffer.rows, buffer.offsets = [], []
+        carries = await self._carries(state, buffer, prepared, spec) if buffer.final else {}
         async for attempt in retrying(cfg.service, what, attempts=FLUSH_ATTEMPTS,
                                       on_failure=lambda _exc: self._metrics.flush_failed()):
             with attempt:
@@ -141,7 +178,7 @@ class Flusher:
                 started = self._clock()
                 # Named anew on every attempt: fresh file ids, so a file an earlier
                 # attempt left behind can never collide with this one.
-                table, plans = name_flush(prepared, spec)
+                table, plans = name_flush(prepared, spec, carries)
                 if self._faults.flush_fails(flush_seq):
                     raise SparkWriteError(f"injected failure of flush {flush_seq} ({FAULTS_ENV})")
                 # Refused when the instant ended while the flush waited for its job.

@@ -176,8 +176,9 @@ class Intake:
             self._consumer.pause(ktp)
 
     # --- flushes ---------------------------------------------------------------------------
-    def _start_flush(self, state: TransactionParticipant) -> asyncio.Task[Any] | None:
-        buffer = state.take_buffer()
+    def _start_flush(self, state: TransactionParticipant,
+                     final: bool = False) -> asyncio.Task[Any] | None:
+        buffer = state.take_buffer(final)
         if buffer is None:
             return None
         task = self._rt.tasks.spawn(self._flush(state, buffer),
@@ -291,7 +292,7 @@ class Intake:
         if state.abandoned:
             return  # the partition moved away: its new owner reports it
         self.pause(state)
-        self._start_flush(state)
+        self._start_flush(state, final=True)
         if state.flushes:
             await asyncio.gather(*list(state.flushes), return_exceptions=True)
         await self._reporter.send_status(state, instant)

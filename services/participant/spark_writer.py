@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from hudi_sink.services.participant.packing import Carry
 from hudi_sink.shared.config.settings import SparkConfig
 from hudi_sink.shared.errors import HudiSinkError
 from hudi_sink.shared.storage.fs import FileSystem
@@ -85,6 +86,8 @@ class PlannedFile:
     file_name: str
     staged_path: str
     """Absolute path in ``.hoodie/.temp/<T>/``."""
+    carry: Carry | None = None
+    """A new slice of an existing group: the old slice whose rows the file also holds."""
 
 
 @dataclass(frozen=True)
@@ -207,7 +210,8 @@ class SparkWriter:
         counts = _rows_per_index(table)
         try:
             session = self._session_or_start()
-            writer = session.createDataFrame(table).coalesce(1).write.partitionBy(PART_COLUMN)
+            frame = _with_carried_rows(session, session.createDataFrame(table), files)
+            writer = frame.coalesce(1).write.partitionBy(PART_COLUMN)
             for column in mostly_distinct_columns(table):
                 writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
             if wants_legacy_format(table.schema):
@@ -231,12 +235,57 @@ class SparkWriter:
                     raise SparkWriteError(
                         f"expected one Parquet file in {part_dir}, found {len(outputs)}"
                     )
+                rows = counts.get(planned.index, 0)
+                if planned.carry is not None:
+                    rows += planned.carry.rows
+                    self._check_rows(outputs[0].path, rows)
                 self._fs.rename(outputs[0].path, planned.staged_path)
-                written.append(WrittenFile(planned, counts.get(planned.index, 0), outputs[0].size))
+                written.append(WrittenFile(planned, rows, outputs[0].size))
         finally:
             self._fs.delete_tree(scratch)
         return written
 
+
+    def _check_rows(self, path: str, expected: int) -> None:
+        """A new slice must hold exactly the old slice's rows plus the new ones (read from
+        the file's footer): anything else would lose or repeat rows once it is listed."""
+        import pyarrow.parquet as pq
+
+        with self._fs.open_read(path) as handle:
+            found = pq.ParquetFile(handle).metadata.num_rows
+        if found != expected:
+            raise SparkWriteError(f"new slice {path} holds {found} rows, not the {expected} "
+                                  "of the old slice and the flush")
+
+
+def _with_carried_rows(session: Any, frame: Any, files: list[PlannedFile]) -> Any:
+    """``frame`` plus, for every planned file written over an old slice, that slice's rows
+    read by Spark (they never pass through Python): meta columns kept, ``_hoodie_file_name``
+    naming the new file, ``__hs_part`` its index; each column cast to the flush's type, so
+    Arrow's and Parquet's readings of one table schema union exactly."""
+    carried = [plan for plan in files if plan.carry is not None]
+    if not carried:
+        return frame
+    from pyspark.sql import functions as func
+
+    fields = frame.schema.fields
+    for plan in carried:
+        assert plan.carry is not None
+        old = session.read.parquet(plan.carry.source_path)
+        columns = []
+        for field in fields:
+            if field.name == FILE_NAME_COLUMN:
+                value = func.lit(plan.file_name)
+            elif field.name == PART_COLUMN:
+                value = func.lit(plan.index)
+            else:
+                value = func.col(f"`{field.name}`")
+            columns.append(value.cast(field.dataType).alias(field.name))
+        frame = frame.unionByName(old.select(*columns))
+    return frame
+
+
+FILE_NAME_COLUMN = "_hoodie_file_name"
 
 LEGACY_FORMAT = "spark.sql.parquet.writeLegacyFormat"
 """Set per write, as a write option: Spark applies a ``spark.sql.*`` write option to that

@@ -33,6 +33,7 @@ from typing import Any
 import pyarrow as pa
 from tenacity import retry, retry_if_not_exception_type, stop_after_attempt, wait_exponential
 
+from hudi_sink.services.participant.packing import Carry
 from hudi_sink.services.participant.spark_writer import PlannedFile, SparkWriter, WrittenFile
 from hudi_sink.shared.config.settings import SinkConfig
 from hudi_sink.shared.storage.fs import FileSystem, LocalFileSystem
@@ -107,7 +108,8 @@ class UploadingSparkWriter(SparkWriter):
         """Spark into local scratch, then each file to its ``staged_path`` in the store."""
         local = self._local_dir()
         try:
-            plans = [replace(p, staged_path=posixpath.join(local, f"{p.index}-{uuid.uuid4().hex}"))
+            plans = [replace(p, staged_path=posixpath.join(local, f"{p.index}-{uuid.uuid4().hex}"),
+                             carry=self._fetch_carried(p, local))
                      for p in files]
             written = super().write(table, plans, local)
             by_index = {p.index: p for p in files}
@@ -117,3 +119,14 @@ class UploadingSparkWriter(SparkWriter):
             return [replace(w, planned=by_index[w.planned.index]) for w in written]
         finally:
             shutil.rmtree(local, ignore_errors=True)
+
+    def _fetch_carried(self, plan: PlannedFile, local: str) -> Carry | None:
+        """An old slice whose rows the new one carries, copied from the store into local
+        scratch (Spark reads it there); streamed, so memory stays bounded (a slice packed
+        into is below ``table.small_file_bytes`` anyway)."""
+        if plan.carry is None:
+            return None
+        target = posixpath.join(local, f"carried-{plan.index}.parquet")
+        with self._store.open_read(plan.carry.source_path) as source, open(target, "wb") as out:
+            shutil.copyfileobj(source, out, 8 << 20)
+        return replace(plan.carry, source_path=target)

@@ -42,6 +42,9 @@ class PendingBuffer:
     offsets: list[int]
     flush_no: int
     instant: str
+    final: bool = False
+    """The instant's last flush (END asked for it), not one of a full buffer: only it may
+    pack into a small file group (``services.participant.packing``)."""
 
 
 @dataclass
@@ -213,10 +216,10 @@ class TransactionParticipant:
         letters, self.dead_letters = self.dead_letters, []
         return letters
 
-    def take_buffer(self) -> PendingBuffer | None:
+    def take_buffer(self, final: bool = False) -> PendingBuffer | None:
         if not self.rows or self.instant is None or self.gave_up is not None:
             return None
-        taken = PendingBuffer(self.rows, self.offsets, self.flush_no, self.instant)
+        taken = PendingBuffer(self.rows, self.offsets, self.flush_no, self.instant, final)
         self._empty_buffer()
         self.flush_no += 1
         return taken

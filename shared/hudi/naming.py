@@ -137,9 +137,12 @@ def new_file_id() -> str:
     return f"{uuid.uuid4()}-0"
 
 
-def write_token(kafka_partition: int, flush_no: int, writer_nonce: int) -> str:
-    """Hudi's ``<task>-<stage>-<attempt>`` token, with our own meaning; never holds ``_``."""
-    token = f"{kafka_partition}-{flush_no}-{writer_nonce}"
+def write_token(source: int, flush_no: int, writer_nonce: int) -> str:
+    """Hudi's ``<task>-<stage>-<attempt>`` token, with our own meaning; never holds ``_``.
+
+    ``source`` is the writer's source index (the Kafka partition for the first topic): the
+    group's owner (``shared.hudi.slices.owner_of``)."""
+    token = f"{source}-{flush_no}-{writer_nonce}"
     if "_" in token:
         raise ValueError(f"write token {token!r} would contain '_'")
     return token

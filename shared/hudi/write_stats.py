@@ -22,8 +22,9 @@ class WriteStat:
     """One new base file of an instant, as listed in ``partitionToWriteStats`` (docs/design.md
     §3.8, fact 5).
 
-    The sink only ever creates new file groups, so ``prevCommit`` is always ``"null"`` and the
-    update/delete counters are zero.
+    A new file group has ``prevCommit`` ``"null"``; a new slice of a group names the slice it
+    was written over (its rows carried into this file: ``numWrites`` counts them,
+    ``numInserts`` only the new rows).
     """
 
     file_id: str
@@ -33,13 +34,14 @@ class WriteStat:
     num_inserts: int
     file_size_bytes: int
     total_write_bytes: int
+    prev_commit: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Every field of Hudi's HoodieWriteStat JSON, so Java readers find no surprise."""
         return {
             "fileId": self.file_id,
             "path": self.path,
-            "prevCommit": "null",
+            "prevCommit": self.prev_commit or "null",
             "numWrites": self.num_writes,
             "numDeletes": 0,
             "numUpdateWrites": 0,
@@ -95,6 +97,7 @@ class WriteStat:
             num_inserts=number("numInserts"),
             file_size_bytes=number("fileSizeInBytes"),
             total_write_bytes=number("totalWriteBytes"),
+            prev_commit=None if data.get("prevCommit") in (None, "null") else text("prevCommit"),
         )
 
 

@@ -97,6 +97,11 @@ class StagedFile(_Model):
     partition_path: str
     num_records: int = Field(ge=0)
     size_bytes: int = Field(ge=0)
+    prev_commit: str | None = None
+    """A new slice of an existing file group: the instant of the slice it was written over
+    (its rows are carried into this file). None: a new file group."""
+    num_inserts: int | None = Field(None, ge=0)
+    """Rows of this flush in the file; None: all ``num_records`` (a new group)."""
 
 
 class StartCommit(_Model):

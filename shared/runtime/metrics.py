@@ -80,6 +80,13 @@ class Metrics:
         self._carried = Counter(
             "hudi_sink_carried_partitions", "Partitions carried by partial commits", registry=r
         )
+        self._conflicts = Counter(
+            "hudi_sink_upsert_conflicts", "Statuses dropped because a new file slice was not "
+            "written over its group's latest slice (a stale view) or collided with another",
+            registry=r)
+        self._instants_skipped = Counter(
+            "hudi_sink_instants_skipped", "Instants withdrawn, not committed, because no offset "
+            "moved (an idle sink: nothing is left on the table)", registry=r)
         self._leader = Gauge("hudi_sink_coordinator_leader", "1 when leader", registry=r)
         self._epoch = Gauge("hudi_sink_coordinator_epoch", "Current epoch", registry=r)
         # deleter
@@ -153,6 +160,12 @@ class Metrics:
     def partial_commit(self, carried_partitions: int) -> None:
         self._partial.inc()
         self._carried.inc(carried_partitions)
+
+    def upsert_conflicts(self, statuses: int) -> None:
+        self._conflicts.inc(statuses)
+
+    def instant_skipped(self) -> None:
+        self._instants_skipped.inc()
 
     def table_committed_at(self, unix_seconds: float) -> None:
         """The table's latest completed commit (read from the table, so a fresh leader or a

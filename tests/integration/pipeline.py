@@ -27,7 +27,7 @@ from aiokafka import TopicPartition as KafkaTopicPartition
 from eventually import eventually
 
 from hudi_sink.cli.broker import free_port
-from hudi_sink.shared.hudi.naming import parse_base_file_name
+from hudi_sink.shared.hudi.naming import instant_key, parse_base_file_name
 from hudi_sink.shared.hudi.offsets import parse_offsets
 from hudi_sink.shared.storage.fs import FileSystem, LocalFileSystem
 from hudi_sink.shared.storage.object_store import ObjectStoreFileSystem
@@ -51,6 +51,11 @@ def metric_samples(service: Service, name: str) -> dict[str, float]:
         if metric == name:
             samples[labels.removesuffix("}")] = float(value)
     return samples
+
+
+def _instant_of(path: str) -> str:
+    """A base file's instant, comparable (``instant_key``)."""
+    return instant_key(path.rsplit("_", 1)[-1].removesuffix(".parquet"))
 
 
 def files_below(root: Path, suffix: str = "") -> set[Path]:
@@ -339,9 +344,9 @@ class Pipeline:
         return listed
 
     def live_files(self) -> set[str]:
-        """The listed files readers still need: those of file groups no completed
-        replacecommit replaced. These must exist; a replaced group's files may be gone (the
-        cleaner deletes them once they fall out of retention)."""
+        """The listed files a snapshot reads: the latest slice of each file group no
+        completed replacecommit replaced. These must exist; a replaced group's files and
+        superseded slices may be gone (the cleaner deletes them once out of retention)."""
         replaced: set[tuple[str, str]] = set()
         for metadata in self._completed_metadata():
             for partition, file_ids in metadata.get("partitionToReplaceFileIds", {}).items():
@@ -352,7 +357,12 @@ class Pipeline:
             parsed = parse_base_file_name(name)
             return partition, parsed.file_id if parsed is not None else name
 
-        return {path for path in self.listed_files() if group(path) not in replaced}
+        latest: dict[tuple[str, str], str] = {}
+        for path in self.listed_files():
+            key = group(path)
+            if key not in replaced and (key not in latest or _instant_of(path) > _instant_of(latest[key])):
+                latest[key] = path
+        return set(latest.values())
 
     def _completed_metadata(self) -> list[dict[str, Any]]:
         names = [i.name for i in self.fs.list_dir(f"{self.table_uri}/.hoodie")

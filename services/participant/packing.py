@@ -1,0 +1,78 @@
+"""Write-time file sizing: which of a partition's own small file groups a flush's rows go into.
+
+Hudi's own writers keep files few without a table service by giving new rows to small file
+groups first: the group's next slice is its old rows plus the new ones (Copy-on-Write). We do
+the same, with two rules that keep high-volume ingestion from rewriting anything:
+
+- Only an instant's **last** flush packs (the one END asks for): a flush started because the
+  buffer filled is high volume by definition and writes new groups.
+- A flush whose rows for a table partition are themselves large (at least
+  ``small_file_bytes / TRICKLE_FRACTION`` of Arrow bytes there) writes a new group there.
+
+What packs is a trickle, and it goes into the partition's own **smallest** group whose latest
+slice is below ``table.small_file_bytes``, which the partition has not written yet in this
+instant. A trickle of ``b`` bytes per commit therefore rewrites its open group at most about
+``small_file_bytes / b`` times before the group is full (the write amplification of a
+trickle); files per table partition stay bounded by the data, not by the number of commits.
+
+Pure: the latest slices come from :class:`hudi_sink.shared.hudi.slices.SliceCache`.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from hudi_sink.shared.hudi.slices import GroupKey, Slice
+
+__all__ = ["Carry", "TRICKLE_FRACTION", "choose_carries"]
+
+TRICKLE_FRACTION = 32
+"""A table partition's share of a flush is a trickle below ``small_file_bytes / 32`` (about
+3 MiB with the default 100 MiB): well below what a full buffer writes."""
+
+
+@dataclass(frozen=True)
+class Carry:
+    """The slice a planned file is written over: its rows are carried into the new file."""
+
+    file_id: str
+    source_path: str
+    """Where the old slice is read from (absolute, as the Spark writer reads it)."""
+    prev_commit: str
+    rows: int
+
+
+def choose_carries(
+    paths: list[str],
+    arrow_bytes: list[int],
+    latest: Mapping[GroupKey, Slice],
+    *,
+    owner: int,
+    small_file_bytes: int,
+    used: set[GroupKey],
+    base_path: str,
+) -> dict[int, Carry]:
+    """Index into ``paths`` → the slice that table partition's rows pack into (absent: a new
+    group). ``arrow_bytes[i]`` is the flush's Arrow size for ``paths[i]``; ``used`` holds the
+    groups this partition already wrote in the instant (never packed twice: one instant may
+    hold one slice per group)."""
+    if small_file_bytes <= 0:
+        return {}
+    by_partition: dict[str, list[Slice]] = {}
+    for key, current in latest.items():
+        if current.owner == owner and current.size_bytes < small_file_bytes and key not in used:
+            by_partition.setdefault(current.partition_path, []).append(current)
+    chosen: dict[int, Carry] = {}
+    for index, path in enumerate(paths):
+        if arrow_bytes[index] * TRICKLE_FRACTION >= small_file_bytes:
+            continue  # large: a new group
+        candidates = by_partition.get(path)
+        if not candidates:
+            continue
+        smallest = min(candidates, key=lambda s: (s.size_bytes, s.instant, s.file_id))
+        chosen[index] = Carry(file_id=smallest.file_id,
+                              source_path=posixpath.join(base_path, smallest.path),
+                              prev_commit=smallest.instant, rows=smallest.num_rows)
+    return chosen
