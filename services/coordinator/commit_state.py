@@ -25,7 +25,8 @@ class AbortReason(StrEnum):
     SHUTDOWN = "coordinator shut down"
     TAKEOVER = "rolled back on takeover"
     STAGED_FILES_UNUSABLE = "staged files unusable"
-    NOTHING_ARRIVED = "nothing arrived (transaction.allow_empty_commit is false)"
+    NOTHING_MOVED = "no offset moved"
+    """Nothing to commit, but not withdrawn quietly (``services.coordinator.idle``)."""
 
 
 class StatusOutcome(Enum):

@@ -16,6 +16,7 @@ from memory_channel import MemoryChannel, MemoryControlBus
 from hudi_sink.services.coordinator.disposal import DirectDisposal
 from hudi_sink.services.coordinator.service import CoordinatorClients, CoordinatorService
 from hudi_sink.shared.config.settings import SinkConfig, config_from_mapping
+from hudi_sink.shared.hudi.sink_log_state import EntryKind
 from hudi_sink.shared.kafka.protocol import (
     Envelope,
     MessageType,
@@ -240,18 +241,25 @@ async def test_a_participant_still_preparing_its_report_is_waited_for_not_rolled
     assert coordinator.history.get(start.commit_time or "").state == "committed"  # type: ignore[union-attr]
 
 
-async def test_without_empty_commits_an_instant_where_nothing_arrived_is_rolled_back(
-    tmp_path: Path,
-) -> None:
-    """``transaction.allow_empty_commit: false`` (seed ``hoodie.allow.empty.commit=false``): no
-    commit while nothing arrives; a dead-lettered record moves an offset, so it commits; the
-    offsets the next instant starts from are always the table's."""
-    config = config_from_mapping({
+def _idle_config(tmp_path: Path, timeout_ms: int) -> SinkConfig:
+    """Empty commits not asked for (``transaction.allow_empty_commit: false``, seed
+    ``hoodie.allow.empty.commit=false``)."""
+    return config_from_mapping({
         "name": "t", "kafka": {"topics": [TOPIC]},
         "table": {"base_path": str(tmp_path / "table"), "schema": "id STRING"},
-        "transaction": {"interval_ms": 100, "write_status_timeout_ms": 5000,
+        "transaction": {"interval_ms": 100, "write_status_timeout_ms": timeout_ms,
                         "resend_interval_ms": 200, "allow_empty_commit": False},
     })
+
+
+async def test_an_instant_in_which_no_offset_moved_is_withdrawn_without_a_trace(
+    tmp_path: Path,
+) -> None:
+    """No commit while nothing arrives, and nothing left behind: no timeline file, no sink log
+    entry, no ``GET /transactions`` entry, only ``hudi_sink_instants_skipped_total``. A
+    dead-lettered record moves an offset, so its instant commits (without a file); the
+    offsets the next instant starts from are always the table's."""
+    config = _idle_config(tmp_path, 5000)
     bus = MemoryControlBus(config.name)
     coordinator = BusCoordinator(config, bus)
     task = asyncio.create_task(coordinator.run())
@@ -277,15 +285,52 @@ async def test_without_empty_commits_an_instant_where_nothing_arrived_is_rolled_
         again_empty = await one_instant(3)
         after = await participant.expect(MessageType.START_COMMIT,
                                          where=lambda e: e.commit_time not in seen)
+        views = await asyncio.to_thread(coordinator.transaction_views, 100)
+        decisions = dict(coordinator.parts.committer.refresh().decisions)
+        metrics = coordinator.metrics.render().decode()
     finally:
         coordinator.shutdown()
         await asyncio.wait_for(task, 30)
     commits = sorted(p.name.removesuffix(".commit") for p in timeline.glob("*.commit"))
     assert commits == [dlq.commit_time]
     assert _commit_extra(coordinator, dlq.commit_time or "")["kafka.commit.offsets"] == "0=3,1=0"
-    for rolled_back in (empty, again_empty):
-        assert not list(timeline.glob(f"{rolled_back.commit_time}.*"))
-        view = coordinator.history.get(rolled_back.commit_time or "")
-        assert view is not None and view.state == "aborted"
-        assert view.reason == "nothing arrived (transaction.allow_empty_commit is false)"
+    for withdrawn in (empty, again_empty):
+        instant = withdrawn.commit_time or ""
+        assert not list(timeline.glob(f"{instant}*")) and not (timeline / ".temp" / instant).exists()
+        assert coordinator.history.get(instant) is None and instant not in decisions
+        assert instant not in {v.commit_time for v in views}
+    assert "hudi_sink_instants_skipped_total 2.0" in metrics
+    assert "hudi_sink_aborts_total{" not in metrics and "hudi_sink_commits_total 1.0" in metrics
+    assert [v.state for v in views if v.commit_time == dlq.commit_time] == ["committed"]
     assert {o.partition: o.offset for o in after.payload.offsets} == {0: 3, 1: 0}  # type: ignore[union-attr]
+
+
+async def test_nothing_moved_but_a_partition_carried_is_rolled_back_visibly(tmp_path: Path) -> None:
+    """A partition that did not answer in time is a stall, not an idle sink: with nothing
+    moved there is still nothing to commit, but the instant is an abort (sink log decision,
+    ``GET /transactions``, ``hudi_sink_aborts_total``), never counted as skipped."""
+    config = _idle_config(tmp_path, 1000)
+    bus = MemoryControlBus(config.name)
+    coordinator = BusCoordinator(config, bus)
+    task = asyncio.create_task(coordinator.run())
+    try:
+        participant = Participant(bus)
+        start = await participant.expect(MessageType.START_COMMIT)
+        await participant.announce(P0, P1)
+        await participant.expect(MessageType.END_COMMIT)
+        await participant.status(start, P0, 0, 0)  # P1 never answers
+        nxt = await participant.expect(MessageType.START_COMMIT,
+                                       where=lambda e: e.commit_time != start.commit_time)
+        decisions = dict(coordinator.parts.committer.refresh().decisions)
+        metrics = coordinator.metrics.render().decode()
+    finally:
+        coordinator.shutdown()
+        await asyncio.wait_for(task, 30)
+    view = coordinator.history.get(start.commit_time or "")
+    assert view is not None and view.state == "aborted"
+    assert view.reason == "no offset moved: partitions carried: d:1"
+    assert decisions[start.commit_time or ""].kind is EntryKind.ABORT
+    assert 'hudi_sink_aborts_total{reason="no offset moved"} 1.0' in metrics
+    assert "hudi_sink_instants_skipped_total 0.0" in metrics
+    assert not list((tmp_path / "table" / ".hoodie").glob("*.commit"))
+    assert {o.partition: o.offset for o in nxt.payload.offsets} == {0: 0, 1: 0}  # type: ignore[union-attr]
