@@ -2,7 +2,13 @@
 
 ``show`` and ``history`` read the timeline files (and the sink log for rolled-back
 instants); ``read`` goes through hudi-rs, an independent reader, so what it prints is what
-any Hudi reader sees.
+any Hudi reader sees. ``read --as-of T`` first checks that the table still holds ``T``'s
+history (``shared.hudi.time_travel``): before the cleaner's retained history it exits 2,
+where hudi-rs would silently return what is left.
+
+A commit's ``records`` are the records it applied (inserts, updates, deletes); ``rows_written``
+counts the rows of the files it wrote, which include the rows a new slice of a file group
+carries over from the previous one.
 """
 
 from __future__ import annotations
@@ -18,10 +24,11 @@ from hudi_sink.shared.hudi import layout
 from hudi_sink.shared.hudi.offsets import KAFKA_COMMIT_OFFSETS_KEY
 from hudi_sink.shared.hudi.sink_log import SinkLog
 from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.hudi.time_travel import AsOf, AsOfError, resolve_as_of
 from hudi_sink.shared.storage.backend import filesystem_for
 from hudi_sink.shared.storage.store_uri import is_object_store_uri, parse_store_uri, reader_storage_options
 
-__all__ = ["run_table", "table_summary", "table_history", "read_rows"]
+__all__ = ["run_table", "table_summary", "table_history", "read_rows", "check_as_of"]
 
 
 Options = Mapping[str, str] | None
@@ -47,7 +54,9 @@ def _commit_row(instant: str, metadata: dict[str, Any]) -> dict[str, Any]:
     return {
         "commit_time": instant,
         "state": "committed",
-        "records": sum(int(s.get("numWrites", 0)) for s in stats),
+        "records": sum(int(s.get(k) or 0) for s in stats
+                       for k in ("numInserts", "numUpdateWrites", "numDeletes")),
+        "rows_written": sum(int(s.get("numWrites") or 0) for s in stats),
         "files": len(stats),
         "bytes": sum(int(s.get("fileSizeInBytes", 0)) for s in stats),
         "offsets": extra.get(KAFKA_COMMIT_OFFSETS_KEY, ""),
@@ -89,13 +98,35 @@ def table_summary(path: str, limit: int = 20, options: Options = None) -> dict[s
     }
 
 
+def check_as_of(table: HudiTable, as_of: str) -> AsOf:
+    """Where ``as_of`` stands in the table's history; ConfigError (exit 2) naming ``--as-of``
+    when hudi-rs cannot read it or the table no longer holds it."""
+    try:
+        when = resolve_as_of(table, as_of)
+    except AsOfError as exc:
+        raise ConfigError(str(exc), "--as-of") from None
+    if when.too_old:
+        raise ConfigError(
+            f"{as_of} (instant {when.instant}) is older than the retained history: clean "
+            f"{when.clean} kept every instant from {when.retained_from} on and deleted older "
+            "file slices, so that read would silently miss rows", "--as-of")
+    return when
+
+
 def read_rows(path: str, as_of: str | None = None, options: Options = None) -> Any:
-    """All rows visible to hudi-rs (a pyarrow Table), optionally as of an instant; on an
-    object store hudi-rs gets the sink's options (environment, then ``options``)."""
+    """All rows visible to hudi-rs (a pyarrow Table), optionally as of an instant (checked
+    first: :func:`check_as_of`); on an object store hudi-rs gets the sink's options
+    (environment, then ``options``)."""
+    table = _open(path, options)
+    if as_of:
+        check_as_of(table, as_of)
+    return _read(path, as_of, options)
+
+
+def _read(path: str, as_of: str | None, options: Options) -> Any:
     import pyarrow as pa
     from hudi import HudiReadOptions, HudiTableBuilder
 
-    _open(path, options)
     builder = HudiTableBuilder.from_base_uri(_absolute(path))
     if is_object_store_uri(path):
         scheme = parse_store_uri(path).scheme
@@ -136,14 +167,24 @@ def run_table(action: str, path: str, *, as_json: bool, limit: int, as_of: str |
         else:
             _print_history(history)
         return 0
-    rows = read_rows(path, as_of, options)
+    when = check_as_of(_open(path, options), as_of) if as_of else None
+    rows = _read(path, as_of, options)
     key_col = "_hoodie_record_key"
     distinct = len(set(rows.column(key_col).to_pylist())) if rows.num_rows else 0
     sample = rows.slice(0, limit).to_pylist() if rows.num_rows else []
+    note = None
+    if when is not None and when.before_first_commit:
+        note = (f"instant {when.instant} is before the table's first commit "
+                f"{when.first_commit}: the table was empty then" if when.first_commit
+                else f"the table has no commit yet (as of instant {when.instant})")
     if as_json:
-        _print({"rows": rows.num_rows, "distinct_keys": distinct, "as_of": as_of, "sample": sample})
+        _print({"rows": rows.num_rows, "distinct_keys": distinct, "as_of": as_of,
+                "as_of_instant": when.instant if when else None, "note": note, "sample": sample})
         return 0
-    print(f"{rows.num_rows} rows, {distinct} distinct record keys" + (f" as of {as_of}" if as_of else ""))
+    print(f"{rows.num_rows} rows, {distinct} distinct record keys"
+          + (f" as of {as_of} (instant {when.instant})" if when else ""))
+    if note:
+        print(note)
     for row in sample:
         print({k: v for k, v in row.items() if not k.startswith("_hoodie") or k == key_col})
     return 0

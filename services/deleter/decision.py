@@ -10,11 +10,14 @@ unit test. The rules, in the order they are applied:
 2. A file listed by ANY completed commit or replacecommit, or a base file older than the
    active timeline (archived as committed), is never deleted (KEEP), whatever the intent
    says: a forged or stale intent changes nothing. The one exception is checked here, on the
-   table, not taken from the intent: a CLEANED intent whose clean is recorded and whose file
-   group a completed replacecommit replaced at or before that clean's earliest retained
-   instant (no retained instant can read it). A CLEANED intent whose clean K has no record
-   yet waits (RETRY_LATER) while K is decided, pending or unknown, and is dropped (KEEP) once
-   K was rolled back or is over without a record.
+   table, not taken from the intent: a CLEANED intent whose clean is recorded (with its
+   earliest retained instant E) and whose file is superseded outside that retention — its
+   file group was replaced by a completed replacecommit at or before E, or a completed commit
+   lists a later slice of the group (same partition, same file id) that is still before E.
+   So the latest slice of a group, every slice at or after E and the group's latest slice
+   before E are kept (KEEP_LATEST_COMMITS, ``shared.hudi.retention``). A CLEANED intent whose
+   clean K has no record yet waits (RETRY_LATER) while K is decided, pending or unknown, and
+   is dropped (KEEP) once K was rolled back or is over without a record.
 3. A missing file is success (ALREADY_GONE): deletion is idempotent.
 4. A file written for an instant that is still pending (and not decided ABORT) is in use:
    RETRY_LATER (ORPHAN: KEEP, the next scan looks again). The instant is read from the path,
@@ -103,13 +106,17 @@ def decide(
         return Decision(Outcome.KEEP, "path is outside the table's base path")
     if _protected(relative):
         return Decision(Outcome.KEEP, "path is table metadata, never deleted by intent")
-    # 2. never a live file (a file group cleaned after its replacement is no longer live)
-    cleaned = (intent.reason is DeletionReason.CLEANED and intent.killing_instant is not None
-               and snapshot.cleaned_by(intent.file_path, intent.killing_instant))
+    # 2. never a live file (a replaced group or a superseded slice a recorded clean's
+    # retention lets go is no longer live)
+    clean = intent.killing_instant if intent.reason is DeletionReason.CLEANED else None
+    cleaned = clean is not None and snapshot.cleaned_by(intent.file_path, clean)
     if snapshot.is_listed(intent.file_path) and not cleaned:
-        if (intent.reason is DeletionReason.CLEANED and intent.killing_instant is not None
-                and intent.killing_instant not in snapshot.cleans and file is not None):
-            return _unrecorded_clean(intent.killing_instant, snapshot)
+        if clean is not None and clean not in snapshot.cleans and file is not None:
+            return _unrecorded_clean(clean, snapshot)
+        if clean is not None and clean in snapshot.cleans:
+            return Decision(Outcome.KEEP, f"listed by a completed commit and retained by clean "
+                            f"{clean}: not replaced, and no later slice of its group listed "
+                            f"before {snapshot.cleans[clean]}")
         return Decision(Outcome.KEEP, "listed by a completed commit")
     # 3. idempotent
     if file is None:
@@ -138,7 +145,8 @@ def decide(
     elif intent.reason in _REPLACE_KILLED:
         if intent.reason is DeletionReason.CLEANED and killing in snapshot.cleans and not cleaned:
             return Decision(Outcome.KEEP, f"clean {killing} may not remove this file: its file "
-                            "group is not replaced at or before the clean's retained instants")
+                            "group is not replaced, nor the slice superseded, before the "
+                            "clean's earliest retained instant")
         if killing in snapshot.rolled_back:
             return Decision(Outcome.KEEP, f"{intent.reason.value.lower()} instant {killing} was rolled back")
         if killing in snapshot.completed:

@@ -13,7 +13,13 @@ from ever being *less* safe than a fresh one:
 
 Why the cached "dead" answers stay true: completed and rolled-back are terminal states, and a
 new commit only lists new files named with its own (newer) instant, so the set of listed
-files only grows by names the staleness guard already catches.
+files only grows by names the staleness guard already catches. A CLEANED file's death rests
+on facts that never turn false either: its group was replaced by a completed replacecommit,
+or a completed commit lists a later slice of its group — completed is terminal, and a later
+slice stays visible to readers even once its commit is archived (base files older than the
+active timeline count as committed). The clean's earliest retained instant is fixed in its
+record. A snapshot may *miss* such a fact (its commit was archived, or is newer than the
+snapshot): the answer is then KEEP, the safe side, never DELETE.
 """
 
 from __future__ import annotations
@@ -23,12 +29,14 @@ import posixpath
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 
 from hudi_sink.shared.hudi import layout
 from hudi_sink.shared.hudi.layout import PARTITION_METADATA_FILE, InstantState
 from hudi_sink.shared.hudi.naming import instant_key, is_instant_time, parse_base_file_name
 from hudi_sink.shared.hudi.replace import ReplaceTimeline, replaced_groups
+from hudi_sink.shared.hudi.retention import outside_retention
 from hudi_sink.shared.hudi.sink_log import SinkLog
 from hudi_sink.shared.hudi.sink_log_state import EntryKind, SinkLogState, commit_finished
 from hudi_sink.shared.hudi.table import HudiTable
@@ -115,10 +123,25 @@ class TableSnapshot:
         return (parsed is not None and parsed.instant not in self.pending
                 and instant_key(parsed.instant) < instant_key(self.timeline_start))
 
+    @cached_property
+    def slices(self) -> Mapping[tuple[str, str], frozenset[str]]:
+        """(partition, fileId) → instants of its slices that completed commits list."""
+        out: dict[tuple[str, str], set[str]] = {}
+        for path in self.listed_files:
+            relative = relative_path(self.table_path, path)
+            parsed = parse_base_file_name(posixpath.basename(path))
+            if relative is not None and parsed is not None:
+                out.setdefault((posixpath.dirname(relative), parsed.file_id), set()).add(
+                    parsed.instant)
+        return MappingProxyType({group: frozenset(times) for group, times in out.items()})
+
     def cleaned_by(self, path: str, clean: str) -> bool:
-        """Whether recorded clean ``clean`` may remove the file: its file group was replaced
-        by a completed replacecommit at or before the clean's earliest retained instant, so
-        no retained instant (snapshot or time travel) reads it."""
+        """Whether recorded clean ``clean`` may remove the file, so that no retained instant
+        (snapshot or time travel at or after the clean's earliest retained instant E) reads
+        it: its file group was replaced by a completed replacecommit at or before E, or a
+        completed commit lists a later slice of its group that is still before E (Hudi's
+        KEEP_LATEST_COMMITS, ``shared.hudi.retention``: every slice at or after E and the
+        group's latest slice before E stay; the latest slice of a group never goes)."""
         retained_from = self.cleans.get(clean)
         relative = relative_path(self.table_path, path)
         if retained_from is None or relative is None:
@@ -126,8 +149,11 @@ class TableSnapshot:
         parsed = parse_base_file_name(posixpath.basename(relative))
         if parsed is None:
             return False
-        by = self.replaced.get((posixpath.dirname(relative), parsed.file_id))
-        return by is not None and instant_key(by) <= instant_key(retained_from)
+        group = (posixpath.dirname(relative), parsed.file_id)
+        by = self.replaced.get(group)
+        if by is not None and instant_key(by) <= instant_key(retained_from):
+            return True
+        return outside_retention(parsed.instant, self.slices.get(group, ()), retained_from)
 
     def knows(self, instant: str) -> bool:
         """Whether ``instant`` is not newer than anything this snapshot has seen."""

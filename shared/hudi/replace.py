@@ -12,7 +12,10 @@ travel before ``T`` still sees them (verified with hudi-rs 0.5.0: ``test_hudi_rs
 **Clean**: Hudi v6 writes ``<T>.clean*`` as Avro (``HoodieCleanerPlan``/``HoodieCleanMetadata``).
 No Avro library ships with the sink, and no reader needs clean instants (docs/design.md §3.8,
 fact 13), so a clean is recorded as ``.hoodie/.sink/clean/<T>.json`` (created exclusively)
-instead of a timeline file Hudi might misread.
+instead of a timeline file Hudi might misread: its earliest retained instant, the replaced
+groups and superseded slices it hands to deletion, and their files. The record with the
+greatest earliest retained instant is the table's retained history (:func:`retention_floor`):
+time travel before it may miss deleted slices.
 
 **Archival**: Hudi v6 archives into ``.hoodie/archived/`` as Avro log blocks of
 ``HoodieArchivedMetaEntry``; this writer does not produce them. It moves the timeline files of
@@ -25,7 +28,7 @@ instant is archived past, and no replacecommit is archived while a file it repla
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -33,14 +36,16 @@ import orjson
 from hudi_sink.shared.errors import TableFormatError
 from hudi_sink.shared.hudi import layout
 from hudi_sink.shared.hudi.layout import Instant, InstantState
-from hudi_sink.shared.hudi.naming import ensure_inside, is_instant_time
+from hudi_sink.shared.hudi.naming import ensure_inside, instant_key, is_instant_time
 from hudi_sink.shared.hudi.table import HudiTable
 from hudi_sink.shared.hudi.write_stats import WriteStat, build_commit_metadata, check_stat, stats_of
 
 __all__ = [
     "CLUSTER_OPERATION",
+    "CleanRecord",
     "replace_metadata",
     "replaced_groups",
+    "retention_floor",
     "ReplaceTimeline",
 ]
 
@@ -76,7 +81,8 @@ def replaced_groups(metadata: dict[str, Any]) -> set[tuple[str, str]]:
 
 @dataclass(frozen=True)
 class CleanRecord:
-    """What a sink clean decided: the replaced file groups (and their files) it removes."""
+    """What a sink clean decided: the replaced file groups and the superseded slices (and
+    their files) it removes, under earliest retained instant ``earliest_retained``."""
 
     instant: str
     earliest_retained: str
@@ -84,16 +90,31 @@ class CleanRecord:
     """(partition, fileId, replacing instant)."""
     files: list[str]
     """Relative paths of the files it hands to deletion."""
+    slices: list[tuple[str, str]] = field(default_factory=list)
+    """(relative path, instant of the later slice before ``earliest_retained`` that supersedes
+    it) of each superseded slice among ``files`` (for people: the deleter re-checks on the
+    table)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"instant": self.instant, "earliestCommitToRetain": self.earliest_retained,
-                "groups": [list(g) for g in self.groups], "files": self.files}
+                "groups": [list(g) for g in self.groups], "files": self.files,
+                "supersededSlices": [list(s) for s in self.slices]}
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> CleanRecord:
         return cls(str(raw["instant"]), str(raw["earliestCommitToRetain"]),
                    [(str(a), str(b), str(c)) for a, b, c in raw.get("groups") or []],
-                   [str(f) for f in raw.get("files") or []])
+                   [str(f) for f in raw.get("files") or []],
+                   [(str(a), str(b)) for a, b in raw.get("supersededSlices") or []])
+
+
+def retention_floor(records: list[CleanRecord]) -> CleanRecord | None:
+    """The recorded clean with the greatest earliest retained instant (the newest on a tie):
+    every read at or after its instant finds all its files, an older one may not (a file
+    of a replaced group or a superseded slice older than it may be deleted). None: nothing
+    was ever cleaned (as far as the records tell), so every instant is readable."""
+    return max(records, key=lambda r: (instant_key(r.earliest_retained), instant_key(r.instant)),
+               default=None)
 
 
 class ReplaceTimeline:

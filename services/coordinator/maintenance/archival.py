@@ -15,7 +15,11 @@ from __future__ import annotations
 import logging
 
 from hudi_sink.services.coordinator.committer import TableCommitter
-from hudi_sink.services.coordinator.maintenance.plan import archivable, earliest_retained
+from hudi_sink.services.coordinator.maintenance.plan import (
+    archivable,
+    cleanable_slices,
+    earliest_retained,
+)
 from hudi_sink.services.coordinator.maintenance.view import TableView
 from hudi_sink.shared.hudi import layout
 from hudi_sink.shared.hudi.layout import Instant, InstantState
@@ -44,11 +48,14 @@ class Archiver:
     def plan(self, view: TableView) -> list[Instant]:
         retained_from = (earliest_retained(view.completed, self._retained)
                          if self._retained is not None else None)
-        pinned = {by for (p, fid), by in view.replaced_by.items()
-                  if any(f.partition == p and f.file_id == fid for f in view.replaced_files)}
+        on_disk = {(f.partition, f.file_id) for f in view.replaced_files}
+        pinned = {by for group, by in view.replaced_by.items() if group in on_disk}
+        pinned |= {later for _f, later in cleanable_slices(
+            [*view.live, *view.superseded, *view.replaced_files], retained_from,
+            set(view.completed))}
         times = archivable(view.completed, view.pending, max_instants=self._max,
                            min_instants=self._min, retained_from=retained_from,
-                           replace_pinned=pinned)
+                           pinned=pinned)
         actions = {i.time: i.action for i in self._timeline.completed()}
         # Never the newest completed commit: its offsets are where ingestion resumes
         # (HudiTable.latest_commit_metadata reads the active timeline).

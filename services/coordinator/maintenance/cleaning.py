@@ -1,15 +1,23 @@
-"""Cleaning: replaced file groups no retained instant can read go to the two-phase deleter.
+"""Cleaning: files no retained instant can read go to the two-phase deleter.
 
 Retention is Hudi's KEEP_LATEST_COMMITS over the active timeline's completed instants
-(``maintenance.cleaner.commits_retained``): a group replaced at or before the earliest retained
-instant is invisible to every retained snapshot and time travel. Order (PIP-186):
+(``maintenance.cleaner.commits_retained``), with E the earliest retained instant:
+- a file group replaced at or before E is invisible to every retained snapshot and time
+  travel: all its files go;
+- of a file group's slices (``shared.hudi.retention``), every slice at or after E and the
+  latest slice before E stay (they serve reads at E and after); an older slice goes once a
+  later completed slice of its group lies before E. The latest slice of a group never goes.
+Order (PIP-186):
 1. one CLEANED intent per file, sent and acknowledged (``StagedFileDisposal.before_decision``;
    not acked → nothing changes, tried again next round);
 2. the clean decided through the sink log (the fence) and recorded as
    ``.hoodie/.sink/clean/<K>.json`` (Hudi's ``.clean`` is Avro; see ``shared.hudi.replace``);
 3. the deleter deletes after its delay, re-checking against the table that the file's group is
-   replaced by a completed replacecommit at or before the clean's earliest retained instant.
-The coordinator itself never deletes a replaced file.
+   replaced by a completed replacecommit at or before the clean's earliest retained instant,
+   or that a completed commit lists a later slice of its group before that instant.
+The coordinator itself never deletes a file. The newest recorded clean (greatest E) is kept
+even once its files are gone: it is the table's retained history, which ``table read --as-of``
+checks (``shared.hudi.time_travel``).
 """
 
 from __future__ import annotations
@@ -17,10 +25,14 @@ from __future__ import annotations
 import logging
 
 from hudi_sink.services.coordinator.committer import TableCommitter
-from hudi_sink.services.coordinator.maintenance.plan import cleanable, earliest_retained
+from hudi_sink.services.coordinator.maintenance.plan import (
+    cleanable,
+    cleanable_slices,
+    earliest_retained,
+)
 from hudi_sink.services.coordinator.maintenance.view import TableView
 from hudi_sink.shared.deletion.intent import DeletionReason
-from hudi_sink.shared.hudi.replace import CleanRecord, ReplaceTimeline
+from hudi_sink.shared.hudi.replace import CleanRecord, ReplaceTimeline, retention_floor
 from hudi_sink.shared.hudi.sink_log_state import LogEntry
 
 __all__ = ["CLEAN_ACTION", "Cleaner"]
@@ -40,25 +52,35 @@ class Cleaner:
         committer.done_checks[CLEAN_ACTION] = self.done
 
     def plan(self, view: TableView, instant: str) -> CleanRecord | None:
-        """The next clean: files of cleanable groups no recorded clean covers yet (those are
-        with the deleter already). Recorded cleans whose files are all gone are dropped."""
-        on_disk = {f.path for f in view.replaced_files}
+        """The next clean: files of cleanable groups and cleanable slices no recorded clean
+        covers yet (those are with the deleter already). Recorded cleans whose files are all
+        gone are dropped, except the one holding the retained history."""
+        on_disk = {f.path for f in (*view.replaced_files, *view.superseded)}
+        records = self._timeline.cleans()
+        floor = retention_floor(records)
         covered: set[str] = set()
-        for record in self._timeline.cleans():
-            if on_disk.isdisjoint(record.files):
+        for record in records:
+            if record is not floor and on_disk.isdisjoint(record.files):
                 self._timeline.remove_clean(record.instant)
             else:
                 covered.update(record.files)
         retained_from = earliest_retained(view.completed, self._retained)
-        groups = cleanable(view.replaced_by, retained_from)
-        files = [f for f in view.replaced_files
-                 if (f.partition, f.file_id) in groups and f.path not in covered]
-        if not files or retained_from is None:
+        if retained_from is None:
             return None
-        used = sorted({(f.partition, f.file_id) for f in files})
+        groups = cleanable(view.replaced_by, retained_from)
+        replaced = [f for f in view.replaced_files
+                    if (f.partition, f.file_id) in groups and f.path not in covered]
+        slices = [(f, later) for f, later in cleanable_slices(
+                      [*view.live, *view.superseded, *view.replaced_files], retained_from,
+                      set(view.completed))
+                  if (f.partition, f.file_id) not in groups and f.path not in covered]
+        if not replaced and not slices:
+            return None
+        used = sorted({(f.partition, f.file_id) for f in replaced})
         return CleanRecord(instant, retained_from,
                            [(p, fid, view.replaced_by[(p, fid)]) for p, fid in used],
-                           sorted(f.path for f in files))
+                           sorted(f.path for f in [*replaced, *(f for f, _ in slices)]),
+                           [(f.path, later) for f, later in slices])
 
     def run(self, record: CleanRecord, epoch: int | None = None) -> None:
         """Intents acked, then the decision (refused once ``epoch`` ended), then the record
@@ -72,8 +94,9 @@ class Cleaner:
                                {"partitionToWriteStats": {}, "clean": record.to_json()}, [],
                                lambda: self._timeline.write_clean(record), epoch=epoch)
         disposal.after_decision(record.instant, paths)
-        log.info("clean %s: %d file(s) of %d replaced group(s) handed to deletion",
-                 record.instant, len(record.files), len(record.groups))
+        log.info("clean %s: %d file(s) of %d replaced group(s) and %d superseded slice(s) "
+                 "handed to deletion (earliest retained %s)", record.instant, len(record.files),
+                 len(record.groups), len(record.slices), record.earliest_retained)
 
     def forward(self, entry: LogEntry) -> None:
         """Record a decided clean, unless it is recorded already (not replayed when done)."""

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from hudi_sink.shared.hudi.naming import instant_key
+from hudi_sink.shared.hudi.retention import superseding_slice
 
-__all__ = ["BaseFile", "plan_clustering", "earliest_retained", "cleanable", "archivable"]
+__all__ = ["BaseFile", "plan_clustering", "earliest_retained", "cleanable", "cleanable_slices",
+           "archivable"]
 
 
 @dataclass(frozen=True)
 class BaseFile:
-    """One committed base file, the latest (only) slice of its file group: ``path`` relative
-    to the base path, in table partition ``partition``, written by ``instant``."""
+    """One committed base file, one slice of its file group (``partition``, ``file_id``):
+    ``path`` relative to the base path, written by ``instant``."""
 
     path: str
     partition: str
@@ -71,17 +73,43 @@ def cleanable(replaced_by: Mapping[tuple[str, str], str], retained_from: str | N
     return {group for group, by in replaced_by.items() if instant_key(by) <= limit}
 
 
+def cleanable_slices(files: Iterable[BaseFile], retained_from: str | None,
+                     provable: Collection[str]) -> list[tuple[BaseFile, str]]:
+    """Committed slices no retained instant reads, each with the slice that supersedes it.
+
+    KEEP_LATEST_COMMITS per file group (``shared.hudi.retention``): a slice is cleanable when
+    a later committed slice of its group lies before ``retained_from``; every slice at or after
+    it and the group's latest slice before it stay. Only slices in ``provable`` (instants the
+    deleter sees listed: the active timeline's completed instants) count as superseding, so
+    the deleter, which re-checks on the table, agrees with every file handed to it.
+    """
+    if retained_from is None:
+        return []
+    groups: dict[tuple[str, str], list[BaseFile]] = {}
+    for f in files:
+        groups.setdefault((f.partition, f.file_id), []).append(f)
+    out: list[tuple[BaseFile, str]] = []
+    for slices in groups.values():
+        witnesses = [f.instant for f in slices if f.instant in provable]
+        for f in slices:
+            later = superseding_slice(f.instant, witnesses, retained_from)
+            if later is not None:
+                out.append((f, later))
+    return sorted(out, key=lambda pair: pair[0].path)
+
+
 def archivable(completed: list[str], pending: Collection[str], *, max_instants: int,
                min_instants: int, retained_from: str | None,
-               replace_pinned: Collection[str]) -> list[str]:
+               pinned: Collection[str]) -> list[str]:
     """The oldest completed instants to archive (a prefix of ``completed``, oldest first).
 
     Once ``max_instants`` are active (so the next commit never finds more), down to
     ``min_instants``; never past a
     pending instant (its files would count as committed once older than the active timeline),
-    never past the earliest retained instant, never past a replacecommit in
-    ``replace_pinned`` (a file it replaced still exists: archiving it would show that file
-    again).
+    never past the earliest retained instant, never past an instant in ``pinned``: a
+    replacecommit whose replaced files still exist (archiving it would show them again), or
+    the slice that supersedes a cleanable slice still on disk (the deleter proves the
+    supersession from the active timeline's commits).
     """
     ordered = sorted(completed, key=instant_key)
     if len(ordered) < max_instants:
@@ -95,7 +123,7 @@ def archivable(completed: list[str], pending: Collection[str], *, max_instants: 
             break
         if retained_from is not None and key >= instant_key(retained_from):
             break
-        if instant in replace_pinned:
+        if instant in pinned:
             break
         out.append(instant)
     return out

@@ -49,7 +49,8 @@ INGESTION_WAIT_S = 300.0
 class _MaintenanceMetrics:
     def __init__(self, metrics: Metrics) -> None:
         r = metrics.registry
-        self.files = Gauge("hudi_sink_table_files", "Live base files per table partition",
+        self.files = Gauge("hudi_sink_table_files",
+                           "Live file groups (their latest slices) per table partition",
                            ["partition"], registry=r)
         self.small = Gauge("hudi_sink_table_small_files",
                            "Live base files below maintenance.clustering.small_file_bytes", registry=r)
@@ -178,5 +179,6 @@ class MaintenanceRoutine:
         self._metrics.active.set(len(view.completed))
         self.stats = {"files_per_partition": per_partition, "small_files": small,
                       "replaced_files_on_disk": len(view.replaced_files),
+                      "superseded_files_on_disk": len(view.superseded),
                       "active_completed_instants": len(view.completed),
                       "pending_instants": sorted(view.pending)}

@@ -2,7 +2,11 @@
 
 Like hudi-rs and Java: a base file counts when its instant is completed on the
 active timeline or older than the active timeline (archived); files of pending or unknown
-newer instants do not. Replaced file groups (completed replacecommits) are reported apart.
+newer instants do not. A file group (partition, file id) may have several committed slices (a
+Copy-on-Write update or small-file packing writes the same file id at a newer instant); a
+snapshot reads the latest, so only that one is live, the older ones are superseded (kept for
+time travel until the cleaner's retention lets them go). Replaced file groups (completed
+replacecommits) are reported apart, every slice of them.
 """
 
 from __future__ import annotations
@@ -25,11 +29,14 @@ class TableView:
     pending: set[str]
     replaced_by: dict[tuple[str, str], str]
     live: list[BaseFile] = field(default_factory=list)
-    """Committed base files of file groups not replaced."""
+    """The latest committed slice of each file group not replaced (one per group)."""
+    superseded: list[BaseFile] = field(default_factory=list)
+    """Older committed slices still on disk of file groups not replaced."""
     replaced_files: list[BaseFile] = field(default_factory=list)
-    """Base files still on disk of replaced file groups."""
+    """Base files still on disk of replaced file groups (every slice)."""
 
     def files_per_partition(self) -> dict[str, int]:
+        """Live file groups per table partition (what a snapshot reads)."""
         out: dict[str, int] = {}
         for f in self.live:
             out[f.partition] = out.get(f.partition, 0) + 1
@@ -47,6 +54,7 @@ def load_view(timeline: ReplaceTimeline) -> TableView:
     done = set(completed)
     earliest = instant_key(completed[0]) if completed else None
     base = table.base_path
+    groups: dict[tuple[str, str], list[BaseFile]] = {}
     for info in table.fs.walk_files(base):
         relative = posixpath.relpath(info.path, base)
         if relative.split("/", 1)[0].startswith("."):
@@ -64,6 +72,11 @@ def load_view(timeline: ReplaceTimeline) -> TableView:
         if (partition, parsed.file_id) in view.replaced_by:
             view.replaced_files.append(f)
         else:
-            view.live.append(f)
+            groups.setdefault((partition, parsed.file_id), []).append(f)
+    for slices in groups.values():
+        latest = max(instant_key(f.instant) for f in slices)
+        for f in slices:
+            (view.live if instant_key(f.instant) == latest else view.superseded).append(f)
     view.live.sort(key=lambda f: f.path)
+    view.superseded.sort(key=lambda f: f.path)
     return view
