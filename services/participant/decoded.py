@@ -48,6 +48,7 @@ __all__ = [
     "UNKNOWN_SCHEMA_ID",
     "INVALID_DECIMAL",
     "DECODE_ERROR",
+    "KEY_PARTITION_MISMATCH",
     "Deferred",
     "JsonNumber",
     "Unreadable",
@@ -68,6 +69,9 @@ NOT_AN_ENVELOPE = "NotAConnectEnvelope"
 INVALID_AVRO = "InvalidAvro"
 UNKNOWN_SCHEMA_ID = "UnknownSchemaId"
 INVALID_DECIMAL = "InvalidDecimal"
+KEY_PARTITION_MISMATCH = "KeyPartitionMismatch"
+"""Upsert mode: the record's message key hashes to another Kafka partition than the one it is
+in (``upsert.key_partitioner``), or it has no key to hash."""
 DECODE_ERROR = "DecodeError"
 """Last resort: the decoder itself failed on this value (an exception it did not expect). The
 record is dead-lettered with the exception's type and message rather than crash the
@@ -91,6 +95,7 @@ ERROR_CLASSES = frozenset(
         INVALID_AVRO,
         UNKNOWN_SCHEMA_ID,
         INVALID_DECIMAL,
+        KEY_PARTITION_MISMATCH,
         DECODE_ERROR,
     }
 )
