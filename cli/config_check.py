@@ -21,6 +21,10 @@ can still see whether the token reached the pod.
 A deprecated key (``shared.config.deprecated``) is listed with its replacement, and the value
 it set is shown under the new key with the old key's source, so the output is already the
 renamed config.
+
+The table the config names is read too (``cli.table_check``, read-only, local tables only):
+a config it was not created for — another write mode, record key or name — fails here as it
+would fail every service's start, and a line says what was found (``# table: …``).
 """
 
 from __future__ import annotations
@@ -36,12 +40,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from hudi_sink.cli.table_check import check_table
 from hudi_sink.shared.config.deprecated import DEPRECATED_KEYS, deprecations
 
 # The loader's own environment parsing, so "env" is attributed exactly as the loader applied it.
 from hudi_sink.shared.config.environment import env_overrides
 from hudi_sink.shared.config.files import read_config_file
 from hudi_sink.shared.config.settings import SinkConfig, load_config
+from hudi_sink.shared.errors import ConfigError
 
 __all__ = ["Checked", "check_config", "render_yaml", "render_json", "REDACTED", "secret_paths"]
 
@@ -140,6 +146,8 @@ class Checked:
     """Properties keys accepted but ignored, with the reason."""
     deprecated: list[str] = dc_field(default_factory=list)
     """Deprecated keys the config uses, each with what replaces it."""
+    table: str = ""
+    """What was found at ``table.base_path`` (``cli.table_check``)."""
 
 
 def check_config(path: str | Path, environ: Mapping[str, str] | None = None) -> Checked:
@@ -147,6 +155,9 @@ def check_config(path: str | Path, environ: Mapping[str, str] | None = None) -> 
     source. Raises ``ConfigError`` (exit 2 naming the key) exactly where a service would."""
     env = dict(os.environ if environ is None else environ)
     config = load_config(path, environ=env, log_notes=False)  # the output lists them, once
+    problems, table = check_table(config)  # the table it names, read-only, as a service checks it
+    if problems:
+        raise ConfigError(problems[0][1], problems[0][0], problems=problems)
     file = read_config_file(path)
     file_data = file.data
     env_data = env_overrides(env)
@@ -166,7 +177,7 @@ def check_config(path: str | Path, environ: Mapping[str, str] | None = None) -> 
             if sources.get(new_path) == "default" and _has(data, old_path):
                 sources[new_path] = source
     return Checked(config, _redact(dumped), sources, origins, list(file.warnings),
-                   deprecations(config))
+                   deprecations(config), table)
 
 
 def _key(text: str) -> str:
@@ -181,6 +192,7 @@ def render_yaml(checked: Checked, origin: str) -> str:
              "# value: where it came from (file, env, default)."]
     lines += [f"# ignored: {warning}" for warning in checked.warnings]
     lines += [f"# deprecated: {note}" for note in checked.deprecated]
+    lines += [f"# table: {checked.table}"] if checked.table else []
 
     def walk(node: Mapping[str, Any], path: KeyPath, depth: int) -> None:
         for key, value in node.items():
@@ -216,6 +228,7 @@ def render_json(checked: Checked) -> str:
         "properties_keys": {".".join(path): key for path, key in checked.origins.items()},
         "ignored": checked.warnings,
         "deprecated": checked.deprecated,
+        "table": checked.table,
         "topics": [config.control_topic, config.dlq_topic, config.deletion_topic,
                    config.deletion_retry_topic, config.deletion_dlq_topic],
         "groups": [config.participants_group, config.coordinator_group, config.deleter_group],

@@ -200,7 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="configuration tools")
     config_sub = config.add_subparsers(dest="action", required=True, parser_class=_Parser)
     check = config_sub.add_parser(
-        "check", help="validate a config as the services would; print it resolved, secrets redacted")
+        "check", help="validate a config as the services would, and against the table it names "
+                      "(write mode, record key); print it resolved, secrets redacted")
     check.add_argument("--config", required=True, help="YAML, .toml or .properties config file")
     check.add_argument("--json", action="store_true", help="machine-readable output")
     check.set_defaults(func=_config_check)

@@ -6,10 +6,10 @@ metadata) follow ``docs/design.md`` §3.2 and §3.8; the sink's additions live u
 
 - ``.hoodie/.temp/<T>/<partition>/<file>`` — files staged by participants for instant ``T``
   (Hudi's own marker/temp folder, which readers skip);
-- ``.hoodie/.sink/`` — the sink's state: the sink log (``log/``, ``checkpoint/``), recorded
-  cleans (``clean/``), archived timeline files (``archived/``), the deleter's schedule and
-  replay records (``deleter/``), the object-store start-up probe (``probe/``) and
-  participants' warm-up scratch (``warmup-<participant>/``).
+- ``.hoodie/.sink/`` — the sink's state: the table's creation record (``table.json``), the
+  sink log (``log/``, ``checkpoint/``), recorded cleans (``clean/``), archived timeline files
+  (``archived/``), the deleter's schedule and replay records (``deleter/``), the object-store
+  start-up probe (``probe/``) and participants' warm-up scratch (``warmup-<participant>/``).
 
 All names here are relative to the table base path and use ``/``. No other production module
 spells one of them (``tests/unit/test_layout_owns_paths.py`` fails when one does), so moving a
@@ -35,6 +35,7 @@ __all__ = [
     "DELETER_REPLAY_FILE",
     "SINK_CLEAN_DIR",
     "SINK_PROBE_DIR",
+    "SINK_TABLE_FILE",
     "HUDI_ARCHIVE_FOLDER",
     "V8_TIMELINE_DIR",
     "REPLACE_REQUESTED_SUFFIX",
@@ -72,6 +73,9 @@ SINK_CLEAN_DIR = f"{SINK_DIR}/clean"
 """Recorded cleans, ``<K>.json`` each (Hudi's ``.clean`` instants are Avro)."""
 SINK_PROBE_DIR = f"{SINK_DIR}/probe"
 """Keys of the object-store start-up probe (exclusive create), removed right after."""
+SINK_TABLE_FILE = f"{SINK_DIR}/table.json"
+"""What the table was created for (``table.write_mode``, the record key fields, …), written once
+when the table is created; a table without it is an insert-mode table."""
 DELETER_SCHEDULE_FILE = f"{DELETER_STATE_DIR}/schedule.json"
 """The reconcile's last run, shared by every deleter pod."""
 DELETER_REPLAY_FILE = f"{DELETER_STATE_DIR}/dlq-replayed.json"

@@ -16,7 +16,18 @@ TABLE_VERSION = "6"
 TIMELINE_LAYOUT_VERSION = "1"
 
 _SIMPLE_KEYGEN = "org.apache.hudi.keygen.SimpleKeyGenerator"
+_COMPLEX_KEYGEN = "org.apache.hudi.keygen.ComplexKeyGenerator"
 _NONPARTITIONED_KEYGEN = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
+
+
+def _key_generator(table: TableConfig) -> str:
+    """The class Hudi infers (``KeyGenUtils.inferKeyGeneratorType``): no partition field,
+    ``NonpartitionedKeyGenerator`` (which spells several key fields ``a:1,b:2`` too); one
+    partition field and one key field, ``SimpleKeyGenerator``; several key fields,
+    ``ComplexKeyGenerator``."""
+    if table.partition_field is None:
+        return _NONPARTITIONED_KEYGEN
+    return _SIMPLE_KEYGEN if len(table.record_key_fields) == 1 else _COMPLEX_KEYGEN
 
 
 def table_properties(table: TableConfig, schema: TableSchema) -> dict[str, str]:
@@ -33,9 +44,7 @@ def table_properties(table: TableConfig, schema: TableSchema) -> dict[str, str]:
         props["hoodie.table.partition.fields"] = table.partition_field
     props.update(
         {
-            "hoodie.table.keygenerator.class": (
-                _SIMPLE_KEYGEN if table.partition_field is not None else _NONPARTITIONED_KEYGEN
-            ),
+            "hoodie.table.keygenerator.class": _key_generator(table),
             "hoodie.table.base.file.format": "PARQUET",
             "hoodie.populate.meta.fields": "true",
             "hoodie.datasource.write.hive_style_partitioning": (

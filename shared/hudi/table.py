@@ -31,6 +31,7 @@ from hudi_sink.shared.hudi import layout
 from hudi_sink.shared.hudi.layout import Instant, InstantState
 from hudi_sink.shared.hudi.naming import ensure_inside, instant_key, is_instant_time, parse_base_file_name
 from hudi_sink.shared.hudi.properties import table_properties, validate_properties
+from hudi_sink.shared.hudi.table_record import check_table_record
 from hudi_sink.shared.hudi.write_stats import WriteStat, build_commit_metadata, check_stat, stats_of
 from hudi_sink.shared.schema.table_schema import TableSchema
 from hudi_sink.shared.storage.fs import FileSystem
@@ -69,9 +70,13 @@ class HudiTable:
 
         The properties file is created exclusively, so two processes initialising at once
         cannot both write it: the loser validates the winner's file like any existing one.
+        The sink's record of the write mode (``shared.hudi.table_record``) is written first and
+        checked the same way: a config the table was not created for is a ConfigError.
         """
         self.fs.makedirs(self.meta_path)
-        if not self.fs.exists(self.properties_path):
+        exists = self.fs.exists(self.properties_path)
+        check_table_record(self.fs, self.base_path, table, create=not exists)
+        if not exists:
             data = format_properties(table_properties(table, schema))
             if self.fs.create_exclusive(self.properties_path, data):
                 return

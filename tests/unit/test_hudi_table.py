@@ -139,7 +139,8 @@ def test_round_trip_with_hudi_rs(tmp_path: Path) -> None:
     assert not (tmp_path / "etc").exists()
     assert sorted(os.listdir(base / ".hoodie")) == sorted(
         [f"{T}.{s}" for T in (T1, T2) for s in ("commit", "commit.requested", "inflight")]
-        + [f"{T3}.commit.requested", f"{T3}.inflight", "hoodie.properties", ".temp"]
+        + [f"{T3}.commit.requested", f"{T3}.inflight", "hoodie.properties", ".temp",
+           ".sink"]  # .sink/table.json: the table's creation record
     )
     assert (base / "%2E.%2F..%2Fetc" / ".hoodie_partition_metadata").read_text() == (
         f"#partition metadata\ncommitTime={T1}\npartitionDepth=1\n"
