@@ -81,10 +81,20 @@ def _dev(args: argparse.Namespace) -> int:
 
 
 def _produce(args: argparse.Namespace) -> int:
-    from hudi_sink.cli.produce import run_produce
+    from hudi_sink.cli.produce import KeySpace, run_produce
 
+    keys = None
+    if args.delete_ratio is not None and args.key_space is None:
+        raise _usage("produce: --delete-ratio needs --key-space (tombstones delete keys)")
+    if args.key_space is not None:
+        if args.key_space < 1:
+            raise _usage(f"produce: --key-space must be at least 1, got {args.key_space}")
+        ratio = 0.0 if args.delete_ratio is None else args.delete_ratio
+        if not 0.0 <= ratio <= 1.0:
+            raise _usage(f"produce: --delete-ratio must be between 0 and 1, got {ratio}")
+        keys = KeySpace(args.key_space, ratio)
     config = _load(args.config)
-    return asyncio.run(run_produce(config, args.records, args.partitions, args.rate))
+    return asyncio.run(run_produce(config, args.records, args.partitions, args.rate, keys))
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -196,6 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--partitions", type=int, default=None,
                          help="partitions when the topic is created (default 4)")
     produce.add_argument("--rate", type=float, default=None, help="records per second (max)")
+    produce.add_argument("--key-space", type=int, default=None, metavar="K",
+                         help="keyed records: keys drawn from [0, K), sent as the message key "
+                              "(default partitioner, murmur2)")
+    produce.add_argument("--delete-ratio", type=float, default=None, metavar="R",
+                         help="with --key-space: this fraction of records are tombstones")
     produce.set_defaults(func=_produce)
     config = sub.add_parser("config", help="configuration tools")
     config_sub = config.add_subparsers(dest="action", required=True, parser_class=_Parser)
