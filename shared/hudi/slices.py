@@ -32,7 +32,7 @@ from hudi_sink.shared.hudi.table import HudiTable
 from hudi_sink.shared.hudi.write_stats import stats_of
 
 __all__ = ["Slice", "GroupKey", "SliceCache", "latest_slices", "owner_of", "slice_problems",
-           "source_index", "NewSlice"]
+           "source_index", "NewSlice", "may_take_slices"]
 
 GroupKey = tuple[str, str]
 """(partition path, fileId)."""
@@ -111,6 +111,16 @@ class SliceCache:
             if instant not in self._metadata:
                 self._metadata[instant] = self._table.read_commit_metadata(instant.time)
         return latest_slices(self._metadata.items())
+
+
+def may_take_slices(path: str, size_bytes: int, small_file_bytes: int) -> bool:
+    """Whether the group whose latest slice is ``path`` may still take a new slice from its
+    owner (a sink-written group below ``table.small_file_bytes``). Clustering must leave such
+    a group alone: a replacecommit deciding after the owner's new slice was checked would
+    hide that slice's rows. Sizes only grow, so a group that may not take slices never will."""
+    parsed = parse_base_file_name(path.rsplit("/", 1)[-1])
+    return (small_file_bytes > 0 and size_bytes < small_file_bytes and parsed is not None
+            and owner_of(parsed.write_token) is not None)
 
 
 @dataclass(frozen=True)

@@ -108,3 +108,13 @@ def test_a_large_flush_or_disabled_sizing_starts_new_groups() -> None:
                           used=set(), base_path="/t") != {}
     assert choose_carries(["a"], [1], latest, owner=0, small_file_bytes=0, used=set(),
                           base_path="/t") == {}
+
+
+def test_groups_their_owner_may_still_pack_into_are_never_clustered() -> None:
+    from hudi_sink.shared.hudi.slices import may_take_slices
+
+    path = "a/g1_0-3-9_" + T1 + ".parquet"
+    assert may_take_slices(path, 10, SMALL)
+    assert not may_take_slices(path, SMALL, SMALL)  # full: its owner writes new groups
+    assert not may_take_slices(path, 10, 0)  # packing off
+    assert not may_take_slices("a/g1_x-1-1_" + T1 + ".parquet", 10, SMALL)  # not the sink's

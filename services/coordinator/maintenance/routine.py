@@ -34,6 +34,7 @@ from hudi_sink.services.coordinator.transaction import TransactionDriver
 from hudi_sink.shared.config.settings import SinkConfig
 from hudi_sink.shared.errors import FencedError, HudiSinkError
 from hudi_sink.shared.hudi.replace import ReplaceTimeline
+from hudi_sink.shared.hudi.slices import may_take_slices
 from hudi_sink.shared.hudi.table import HudiTable
 from hudi_sink.shared.runtime.metrics import Metrics
 
@@ -69,6 +70,8 @@ class MaintenanceRoutine:
                  driver: TransactionDriver, metrics: Metrics) -> None:
         cfg = config.maintenance
         self._cfg = cfg
+        self._packing_below = config.table.small_file_bytes
+        """Groups the participants may still pack into (``may_take_slices``): never clustered."""
         self._driver = driver
         self._committer = committer
         self._timeline = ReplaceTimeline(table)
@@ -139,7 +142,9 @@ class MaintenanceRoutine:
         self._observe(view)
         clustering = self._cfg.clustering
         if clustering.enabled:
-            groups = plan_clustering(view.live, min_files=clustering.min_files,
+            closed = [f for f in view.live
+                      if not may_take_slices(f.path, f.size, self._packing_below)]
+            groups = plan_clustering(closed, min_files=clustering.min_files,
                                      small_file_bytes=clustering.small_file_bytes,
                                      target_file_bytes=clustering.target_file_bytes)
             if groups:
