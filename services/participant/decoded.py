@@ -136,7 +136,8 @@ class Row:
     """Exactly one entry per schema column (converted value or ``None``); the key order
     is not significant (it follows the JSON object, not the schema)."""
     record_key: str
-    """``str()`` of the converted record key value (never empty)."""
+    """The key as ``_hoodie_record_key`` holds it (``shared.hudi.record_key``): the key value's
+    text, or Hudi's ``a:1,b:2`` for several key fields; never empty."""
     partition_value: object
     """Converted value of the partition field; ``None`` if unpartitioned or null."""
     unknown_fields: int = 0

@@ -77,8 +77,9 @@ def prepare_flush(rows: list[Row], offsets: list[int], schema: TableSchema,
 
     Per-row Python work is what a flush's thread takes from the event loop (the GIL), so
     string keys and partition values are handled in Arrow: a string column holds exactly the
-    values the decoder kept (``Row.record_key`` is ``str`` of it, ``Row.partition_value`` it
-    itself). Other types go through the rows, so their text forms stay Python's."""
+    values the decoder kept (a one-field string key's ``Row.record_key`` is it,
+    ``Row.partition_value`` it itself). Other key types and composite keys go through the
+    rows, whose keys the decoder spelt as Hudi does (``shared.hudi.record_key``)."""
     data = rows_to_arrow(rows, schema)
     part_index, part_paths, paths = _partition_paths(rows, data, schema, spec.hive_style)
     count = len(rows)
