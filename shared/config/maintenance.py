@@ -9,11 +9,16 @@ __all__ = ["ArchivalConfig", "CleanerConfig", "ClusteringConfig", "MaintenanceCo
 
 
 class ClusteringConfig(BaseModel):
-    """Small-file clustering (a ``replacecommit`` rewriting small file groups)."""
+    """Small-file clustering (a ``replacecommit`` rewriting small file groups).
+
+    Off unless asked for: readers that follow only ``.commit`` instants (daft 0.7.26's Hudi
+    reader) do not honour a ``replacecommit`` and read a clustered table's rows twice, the
+    replaced files and their rewrite. Write-time file sizing (``table.small_file_bytes``)
+    keeps files few without one."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    enabled: bool = True
+    enabled: bool = False
     min_files: int = Field(10, ge=2)
     """A table partition is clustered once it holds more small files than this."""
     small_file_bytes: int = Field(104857600, ge=1)

@@ -293,8 +293,9 @@ class Pipeline:
     def wait_commits(self, more: int, timeout_s: float = 120,
                      where: Callable[[str], bool] = lambda _instant: True) -> list[str]:
         """Wait until ``more`` commits matching ``where`` complete after the ones on disk now
-        (transactions keep committing, empty or not, every interval): an observable "some
-        transactions later" instead of a fixed sleep. Returns the new instants."""
+        (a transaction commits when an offset moved: records, dead letters or tombstones
+        arrived). Returns the new instants. On a sink that may be idle, "some transactions
+        later" is ``wait_transactions``: an instant in which nothing moved commits nothing."""
         before = set(self.completed_commits())
 
         def new() -> list[str] | None:
@@ -302,6 +303,21 @@ class Pipeline:
             return fresh if len(fresh) >= more else None
 
         return eventually(new, timeout_s, f"{more} more commit(s)")
+
+    @staticmethod
+    def ended_transactions(coordinator: Service) -> int:
+        """Transactions ``coordinator`` ended since it started: committed, rolled back, or
+        withdrawn because no offset moved (``hudi_sink_instants_skipped_total``)."""
+        return int(sum(metric_total(coordinator, name) for name in (
+            "hudi_sink_commits_total", "hudi_sink_aborts_total", "hudi_sink_instants_skipped_total")))
+
+    def wait_transactions(self, coordinator: Service, more: int, timeout_s: float = 120) -> None:
+        """Wait until ``coordinator`` has ended ``more`` transactions after now, whether they
+        committed or not: an observable "some transactions later" instead of a fixed sleep,
+        idle sink or not."""
+        before = self.ended_transactions(coordinator)
+        eventually(lambda: self.ended_transactions(coordinator) >= before + more, timeout_s,
+                   f"{more} more transaction(s) ended")
 
     def wait_offsets(self, expected: int, timeout_s: float) -> None:
         want = dict.fromkeys(range(self.partitions), expected)

@@ -363,8 +363,14 @@ def test_monitoring_objects_only_when_enabled_and_advertised() -> None:
     (rule,) = by_kind(docs, "PrometheusRule")
     exprs = {r["alert"]: r["expr"] for r in rule["spec"]["groups"][0]["rules"]}
     interval_s = yaml.safe_load(sink_config_text(docs))["transaction"]["interval_ms"] // 1000
-    assert exprs["HudiSinkCommitStalled"].endswith(f"> {3 * interval_s}")
-    assert 'job="rel-hudi-sink-coordinator"' in exprs["HudiSinkCommitStalled"]
+    # No commit for stallIntervals (3 in these values) intervals, unless instants were withdrawn
+    # in that window: an idle sink commits nothing and is not stalled.
+    stalled, _, unless_idle = exprs["HudiSinkCommitStalled"].strip().partition(" unless on() ")
+    assert stalled.startswith("min(hudi_sink_seconds_since_last_commit{")
+    assert stalled.endswith(f"> {3 * interval_s}")
+    assert unless_idle.startswith("(sum(increase(hudi_sink_instants_skipped_total{")
+    assert unless_idle.endswith(f"[{3 * interval_s}s])) > 0)")
+    assert exprs["HudiSinkCommitStalled"].count('job="rel-hudi-sink-coordinator"') == 2
     # Every metric an alert reads is one the services export.
     metrics_source = (ROOT / "shared" / "runtime" / "metrics.py").read_text()
     for expr in exprs.values():

@@ -23,8 +23,9 @@ from hudi_sink.cli.broker import EmbeddedBroker
 pytestmark = pytest.mark.timeout(900)
 
 MAINTENANCE: dict[str, dict[str, int]] = {
-    "clustering": {"min_files": 10, "small_file_bytes": 1048576, "target_file_bytes": 16777216,
-                   "interval_s": 5},
+    # Clustering is opt-in (off by default): this run asks for it.
+    "clustering": {"enabled": True, "min_files": 10, "small_file_bytes": 1048576,
+                   "target_file_bytes": 16777216, "interval_s": 5},
     "cleaner": {"commits_retained": 5},
 }
 

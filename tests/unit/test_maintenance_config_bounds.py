@@ -22,7 +22,7 @@ from hudi_sink.shared.hudi.replace import ReplaceTimeline, replace_metadata
     {"archival": {"min_instants": 30, "max_instants": 30}},
     {"archival": {"min_instants": 40, "max_instants": 30}},
     {"clustering": {"small_file_bytes": 200, "target_file_bytes": 100}},
-    {"cleaner": {"enabled": False}},
+    {"clustering": {"enabled": True}, "cleaner": {"enabled": False}},
 ])
 def test_impossible_maintenance_settings_are_refused(settings: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
@@ -33,10 +33,20 @@ def test_impossible_maintenance_settings_are_refused(settings: dict[str, Any]) -
     {},
     {"archival": {"min_instants": 2, "max_instants": 3}},
     {"clustering": {"enabled": False}, "cleaner": {"enabled": False}},
+    {"cleaner": {"enabled": False}},  # clustering is off unless asked for
     {"clustering": {"small_file_bytes": 100, "target_file_bytes": 100}},
 ])
 def test_sound_maintenance_settings_are_accepted(settings: dict[str, Any]) -> None:
     MaintenanceConfig.model_validate(settings)
+
+
+def test_clustering_is_opt_in_and_the_cleaner_and_archival_are_not() -> None:
+    """A ``replacecommit`` is lost on readers that follow only ``.commit`` instants (they read
+    replaced files and their rewrite both), so clustering runs only when asked for."""
+    defaults = MaintenanceConfig()
+    assert not defaults.clustering.enabled
+    assert defaults.cleaner.enabled and defaults.archival.enabled
+    assert MaintenanceConfig.model_validate({"clustering": {"enabled": True}}).clustering.enabled
 
 
 def test_archival_keeps_the_newest_completed_commit(env: Env) -> None:
