@@ -71,7 +71,7 @@ def plan_commit(
             stats.append(WriteStat(
                 file_id=f.file_id, path=f.final_path, partition_path=f.partition_path,
                 num_writes=f.num_records,
-                num_inserts=f.num_records if f.num_inserts is None else f.num_inserts,
+                num_inserts=f.new_records,
                 file_size_bytes=f.size_bytes, total_write_bytes=f.size_bytes,
                 prev_commit=f.prev_commit,
             ))

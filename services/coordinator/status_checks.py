@@ -60,7 +60,12 @@ class StatusChecks:
         if not any(f.prev_commit is not None for s in statuses.values() for f in s.files):
             latest = {}  # nothing written over an old slice: new groups cannot collide
         else:
-            latest = self._slices.latest()
+            try:
+                latest = self._slices.latest()
+            except Exception as exc:  # noqa: BLE001 - unreadable now: such slices wait
+                reason = f"new slices not checkable now (table view unreadable: {exc})"
+                return {key: reason for key, status in statuses.items()
+                        if any(f.prev_commit is not None for f in status.files)}
         taken: set[GroupKey] = set()
         found: dict[PartitionKey, str] = {}
         for key, status in statuses.items():

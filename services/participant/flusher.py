@@ -17,7 +17,7 @@ import logging
 import posixpath
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hudi_sink.services.participant.flush_plan import (
     FlushInput,
@@ -30,7 +30,6 @@ from hudi_sink.services.participant.spark_jobs import SparkJobs
 from hudi_sink.services.participant.spark_writer import SparkWriteError, SparkWriter, WrittenFile
 from hudi_sink.services.participant.transaction import PendingBuffer, TransactionParticipant
 from hudi_sink.shared.config.settings import SinkConfig
-from hudi_sink.shared.errors import HudiSinkError
 from hudi_sink.shared.hudi.slices import GroupKey, SliceCache, source_index
 from hudi_sink.shared.hudi.table import HudiTable
 from hudi_sink.shared.kafka.protocol import StagedFile
@@ -75,6 +74,8 @@ class Flusher:
                                job_timeout_s=config.spark.job_timeout_ms / 1000)
         self._flush_seq = 0
         """Flushes started by this process (fault injection counts them from 1)."""
+        self._attempts = 0
+        """Flush attempts of this process: the write token's middle number (unique per attempt)."""
         self._slices = SliceCache(table)
         self._packed: dict[tuple[str, int, str], set[GroupKey]] = {}
         """(topic, partition, instant) → groups it wrote a slice of in that instant."""
@@ -128,13 +129,14 @@ class Flusher:
         used = self._packed.setdefault((*state.key, buffer.instant), set())
         try:
             latest = await asyncio.to_thread(self._slices.latest)
-        except (OSError, HudiSinkError) as exc:
+        except Exception as exc:  # noqa: BLE001 - packing is best-effort: new groups then
             log.warning("%s-%d: table view unreadable, writing new file groups: %s",
                         state.topic, state.partition, exc)
             return {}
         carries = choose_carries(prepared.paths, prepared.bytes_per_path(), latest,
                                  owner=spec.source_index, small_file_bytes=small, used=used,
-                                 base_path=self._config.table.base_path)
+                                 base_path=self._config.table.base_path,
+                                 budget_bytes=self._config.spark_job_bytes)
         used.update((prepared.paths[i], c.file_id) for i, c in carries.items())
         return carries
 
@@ -168,6 +170,7 @@ class Flusher:
         )
         buffer.rows, buffer.offsets = [], []
         carries = await self._carries(state, buffer, prepared, spec) if buffer.final else {}
+        tries = 0
         async for attempt in retrying(cfg.service, what, attempts=FLUSH_ATTEMPTS,
                                       on_failure=lambda _exc: self._metrics.flush_failed()):
             with attempt:
@@ -175,10 +178,19 @@ class Flusher:
                     log.info("%s-%d: flush for finished instant %s refused", state.topic,
                              state.partition, buffer.instant)
                     return None
+                if tries and carries:
+                    # Packing is best-effort: an old slice Spark cannot read or union (gone,
+                    # another schema) must never stop the partition: new groups instead.
+                    log.warning("%s: writing new file groups instead of packing after a failed "
+                                "attempt", what)
+                    carries = {}
+                tries += 1
+                self._attempts += 1
                 started = self._clock()
-                # Named anew on every attempt: fresh file ids, so a file an earlier
-                # attempt left behind can never collide with this one.
-                table, plans = name_flush(prepared, spec, carries)
+                # Named anew on every attempt: fresh file ids and a fresh attempt number in
+                # the write token, so a file an earlier attempt left behind (a packed slice
+                # keeps its file id) can never collide with this one.
+                table, plans = name_flush(prepared, replace(spec, flush_no=self._attempts), carries)
                 if self._faults.flush_fails(flush_seq):
                     raise SparkWriteError(f"injected failure of flush {flush_seq} ({FAULTS_ENV})")
                 # Refused when the instant ended while the flush waited for its job.

@@ -262,7 +262,7 @@ class Intake:
             return
         if state.add_staged(buffer.instant, result.files):
             self._rt.metrics.records_written(state.topic,
-                                             sum(f.num_records for f in result.files))
+                                             sum(f.new_records for f in result.files))
         else:
             log.info("%s-%d: flush for %s finished after the partition left that instant; "
                      "its files stay unlisted (deleted by the deleter's staging sweep)",

@@ -53,11 +53,13 @@ def choose_carries(
     small_file_bytes: int,
     used: set[GroupKey],
     base_path: str,
+    budget_bytes: int | None = None,
 ) -> dict[int, Carry]:
     """Index into ``paths`` → the slice that table partition's rows pack into (absent: a new
     group). ``arrow_bytes[i]`` is the flush's Arrow size for ``paths[i]``; ``used`` holds the
     groups this partition already wrote in the instant (never packed twice: one instant may
-    hold one slice per group)."""
+    hold one slice per group). ``budget_bytes`` bounds the old slices' bytes one flush
+    carries (they make the Spark job larger than its new rows)."""
     if small_file_bytes <= 0:
         return {}
     by_partition: dict[str, list[Slice]] = {}
@@ -72,6 +74,10 @@ def choose_carries(
         if not candidates:
             continue
         smallest = min(candidates, key=lambda s: (s.size_bytes, s.instant, s.file_id))
+        if budget_bytes is not None:
+            if smallest.size_bytes > budget_bytes:
+                continue
+            budget_bytes -= smallest.size_bytes
         chosen[index] = Carry(file_id=smallest.file_id,
                               source_path=posixpath.join(base_path, smallest.path),
                               prev_commit=smallest.instant, rows=smallest.num_rows)

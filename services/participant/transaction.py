@@ -229,7 +229,7 @@ class TransactionParticipant:
         if instant != self.instant:
             return False
         self.staged.extend(files)
-        self.counters.written += sum(f.num_records for f in files)
+        self.counters.written += sum(f.new_records for f in files)
         return True
 
     def give_up(self, instant: str, reason: str) -> bool:

@@ -21,6 +21,7 @@ Replaced groups (a completed replacecommit) are gone for good.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -101,8 +102,13 @@ class SliceCache:
     def __init__(self, table: HudiTable) -> None:
         self._table = table
         self._metadata: dict[Instant, Mapping[str, Any]] = {}
+        self._lock = threading.Lock()
 
     def latest(self) -> dict[GroupKey, Slice]:
+        with self._lock:  # flushes of several partitions read it from their own threads
+            return self._latest_locked()
+
+    def _latest_locked(self) -> dict[GroupKey, Slice]:
         completed = [i for i in self._table.list_instants() if i.state is InstantState.COMPLETED]
         wanted = set(completed)
         for gone in [i for i in self._metadata if i not in wanted]:

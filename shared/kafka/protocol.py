@@ -103,6 +103,11 @@ class StagedFile(_Model):
     num_inserts: int | None = Field(None, ge=0)
     """Rows of this flush in the file; None: all ``num_records`` (a new group)."""
 
+    @property
+    def new_records(self) -> int:
+        """Rows this flush wrote (a new slice's carried rows were counted when first written)."""
+        return self.num_records if self.num_inserts is None else self.num_inserts
+
 
 class StartCommit(_Model):
     type: Literal[MessageType.START_COMMIT] = MessageType.START_COMMIT

@@ -118,3 +118,13 @@ def test_groups_their_owner_may_still_pack_into_are_never_clustered() -> None:
     assert not may_take_slices(path, SMALL, SMALL)  # full: its owner writes new groups
     assert not may_take_slices(path, 10, 0)  # packing off
     assert not may_take_slices("a/g1_x-1-1_" + T1 + ".parquet", 10, SMALL)  # not the sink's
+
+
+def test_the_carried_bytes_of_one_flush_stay_within_the_job_budget() -> None:
+    latest = {("a", "ga"): _slice("ga", T1, size=3000),
+              ("b", "gb"): _slice("gb", T1, size=2000, partition="b")}
+    chosen = choose_carries(["a", "b"], [1, 1], latest, owner=0, small_file_bytes=SMALL,
+                            used=set(), base_path="/t", budget_bytes=4000)
+    assert [c.file_id for c in chosen.values()] == ["ga"]  # gb would exceed what is left
+    assert choose_carries(["a"], [1], latest, owner=0, small_file_bytes=SMALL, used=set(),
+                          base_path="/t", budget_bytes=100) == {}

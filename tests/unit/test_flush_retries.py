@@ -87,3 +87,50 @@ def test_flush_gives_up_after_the_attempt_cap_or_the_retry_timeout(tmp_path: Pat
     result, writer, _ = _flush(tmp_path / "b", 100, retry_backoff_ms=300, retry_timeout_ms=400)
     assert len(writer.calls) == 2  # at 0 s and 0.3 s; the next would start at 0.9 s, past 0.4 s
     assert result.failure is not None
+
+
+class RecordingWriter(FlakyWriter):
+    def __init__(self, failures: int) -> None:
+        super().__init__(failures)
+        self.plans: list[list[PlannedFile]] = []
+
+    def write(self, table: Any, files: list[PlannedFile], work_dir: str) -> list[WrittenFile]:
+        self.plans.append(files)
+        return super().write(table, files, work_dir)
+
+
+def test_a_packing_flush_that_fails_retries_into_a_new_group_under_a_new_name(
+        tmp_path: Path) -> None:
+    """Packing is best-effort: an old slice Spark cannot read must not stop the partition,
+    and a retried attempt never reuses the staged name of the one before."""
+    import asyncio
+
+    from hudi_sink.shared.hudi.slices import Slice
+
+    config = config_from_mapping({"kafka": {"topics": ["t"]},
+                                  "table": {"base_path": str(tmp_path), "schema": "id STRING"},
+                                  "service": {"retry_backoff_ms": 1}}, environ={})
+    schema = config.table.table_schema()
+    writer = RecordingWriter(1)
+    flusher = Flusher(config, schema, HudiTable(LocalFileSystem(), str(tmp_path)), writer,  # type: ignore[arg-type]
+                      Metrics("participant"), Faults(""), writer_nonce=1)
+    old = Slice("", "g1", "20250101000000000", "g1_0-0-1_20250101000000000.parquet", 10, 3, 0)
+
+    class Latest:
+        def latest(self) -> dict[tuple[str, str], Slice]:
+            return {("", "g1"): old}
+
+    flusher._slices = Latest()  # type: ignore[assignment]
+    state = TransactionParticipant(topic="t", partition=0, decoder=RecordDecoder(schema, 1 << 20),
+                                   flush_records=10, fail_on_error=False)
+    state.begin("20250101000000001", 1, 0)
+    state.accept([Rec(0), Rec(1)])
+    buffer = state.take_buffer(final=True)
+    assert buffer is not None
+    result = asyncio.run(flusher.flush(state, buffer))
+    assert result.failure is None and result.files is not None
+    first, second = writer.plans
+    assert first[0].carry is not None and first[0].file_id == "g1"
+    assert second[0].carry is None and second[0].file_id != "g1"
+    assert first[0].file_name != second[0].file_name
+    assert result.files[0].prev_commit is None

@@ -6,8 +6,9 @@ cluster, clean and archive, each in a worker thread. A replacecommit is decided 
 older ingestion instant is unfinished — in flight, or pending on the timeline (one a failed
 step left decided, until the next leadership rolls it forward) — so there is no timeline hole
 for incremental readers; the pass waits, ingestion does not. Ingestion never waits for
-maintenance: inserts only create new file groups, so a replacecommit never conflicts with a
-commit, and the two share only the committer's lock around sink log appends (milliseconds).
+maintenance: clustering never takes a group its owner may still pack into (``may_take_slices``),
+so a replacecommit never conflicts with a commit (with one ``table.small_file_bytes`` for
+every process), and the two share only the committer's lock around sink log appends (milliseconds).
 A failed pass is logged and retried next interval; a fenced one waits for the next
 leadership.
 """
