@@ -49,6 +49,7 @@ PATH_NAMES: dict[str, re.Pattern[str]] = {
     "warmup-": re.compile(r"(^|/)warmup-"),
     "schedule.json": re.compile(re.escape("schedule.json")),
     "dlq-replayed.json": re.compile(re.escape("dlq-replayed.json")),
+    "table.json": re.compile(re.escape("table.json")),
     "timeline suffix": re.compile(r"(^|\.)(replacecommit|commit)\.(requested|inflight)$"),
 }
 
@@ -106,7 +107,7 @@ def test_layout_itself_spells_them() -> None:
     names = {name for _, _, name in spelled_paths((ROOT / LAYOUT).read_text())}
     assert {".hoodie", "hoodie.properties", ".temp", ".sink", "archived", "checkpoint",
             "log/", "clean/", "probe/", "deleter/", "warmup-", "schedule.json",
-            "dlq-replayed.json", "timeline suffix"} <= names
+            "dlq-replayed.json", "table.json", "timeline suffix"} <= names
 
 
 def test_the_scan_sees_f_string_pieces_and_skips_prose_and_plain_words() -> None:
