@@ -74,7 +74,7 @@ def test_participants_join_and_leave_without_aborts(
         pipeline.wait_ready(second, timeout_s=180)
         eventually(lambda: httpx.get(f"{second.url}/partitions").json(), 60,
                    "partitions on the new participant")
-        pipeline.wait_commits(2)  # transactions with both participants answering
+        pipeline.wait_transactions(coordinator, 2)  # transactions with both participants answering
         pipeline.kill(first, signal.SIGTERM)  # scale in cleanly
         assert first.process.returncode == 0
         assert producer.wait(timeout=120) == 0
@@ -142,14 +142,15 @@ def test_standby_takes_over_and_a_zombie_leader_cannot_commit(
             extra = pipeline.commit_metadata(instant)["extraMetadata"]
             return int(extra["hudi.sink.coordinator.epoch"])
 
-        pipeline.wait_commits(2, where=lambda instant: epoch_of(instant) >= new_epoch)
+        pipeline.wait_commits(1, where=lambda instant: epoch_of(instant) >= new_epoch)
+        pipeline.wait_transactions(standby, 1)  # (an idle instant commits nothing)
         first.process.send_signal(signal.SIGCONT)  # the zombie wakes up mid-transaction
 
         pipeline.wait_offsets(2_000, timeout_s=240)
         zombie_words = ("fenced", "lost leadership", "was claimed while")
         eventually(lambda: any(word in first.log_path.read_text() for word in zombie_words), 60,
                    "the zombie to notice it no longer leads")
-        pipeline.wait_commits(1)  # the table moves on after the zombie acted on what it had
+        pipeline.wait_transactions(standby, 2)  # the table moves on after the zombie acted on what it had
         _assert_exactly(pipeline, 8_000)
         # Commits after the freeze were decided by the new epoch or later; the only possible
         # exception is one the frozen leader had already decided (rolled forward, not redone).
@@ -172,7 +173,7 @@ def test_zombie_participant_cannot_get_a_file_into_the_table(
                         "flush_records": 500, "resend_interval_ms": 1000}})
     pipeline.produce(0)  # creates the data topic
     try:
-        _, zombie, survivor = pipeline.start_ready("coordinator", "participant", "participant")
+        coordinator, zombie, survivor = pipeline.start_ready("coordinator", "participant", "participant")
         producer = pipeline.produce_in_background(8_000, rate=1_000)
         pipeline.wait_holding_staged_files(zombie)
         zombie.process.send_signal(signal.SIGSTOP)
@@ -183,7 +184,7 @@ def test_zombie_participant_cannot_get_a_file_into_the_table(
         zombie.process.send_signal(signal.SIGCONT)  # late flushes and statuses
         assert producer.wait(timeout=120) == 0
         pipeline.wait_offsets(2_000, timeout_s=240)
-        pipeline.wait_commits(2)  # the zombie's late messages had transactions to hit
+        pipeline.wait_transactions(coordinator, 2)  # the zombie's late messages had transactions to hit
         _assert_exactly(pipeline, 8_000)
         assert pipeline.partition_files() <= pipeline.listed_files()
     finally:

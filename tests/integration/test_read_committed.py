@@ -4,7 +4,7 @@ hudi-rs).
 
 A transactional producer (librdkafka, through confluent-kafka) writes 500 records into
 partition 0 and keeps its transaction open for 20 s. Meanwhile plain records keep arriving in
-both partitions. While it is open, instants keep committing: partition 1's records become
+both partitions. While it is open, instants keep ending: partition 1's records become
 visible, but nothing of the open transaction does, nor partition 0's records behind it (the
 broker stops read_committed fetches at the last stable offset). After the commit every record is
 in the table exactly once.
@@ -74,7 +74,7 @@ def test_open_transaction_is_withheld_then_committed_exactly_once(
     with pipeline:
         expected = _send(plain, pipeline.topic, 0, "before-0", 50)
         expected += _send(plain, pipeline.topic, 1, "before-1", 50)
-        pipeline.start_ready("coordinator", "participant")
+        coordinator, _participant = pipeline.start_ready("coordinator", "participant")
 
         upstream.init_transactions(30)
         upstream.begin_transaction()
@@ -83,16 +83,17 @@ def test_open_transaction_is_withheld_then_committed_exactly_once(
         behind = _send(plain, pipeline.topic, 0, "behind", 20)  # after the open transaction
         during = _send(plain, pipeline.topic, 1, "during", 100)
 
-        # While it is open, instants keep committing; none shows the transaction or what lies
-        # behind it in its partition, and the other partition is not held back.
+        # While it is open, instants keep ending (committed, or withdrawn once nothing moves);
+        # none shows the transaction or what lies behind it in its partition, and the other
+        # partition is not held back.
         checked = 0
         while time.monotonic() - opened_at < OPEN_FOR_S:
-            pipeline.wait_commits(1, timeout_s=60)
+            pipeline.wait_transactions(coordinator, 1, timeout_s=60)
             ids = _ids(pipeline)
             leaked = [i for i in in_transaction + behind if i in ids]
             assert not leaked, f"{len(leaked)} records of the open transaction are in the table"
             checked += 1
-        assert checked >= 3, f"only {checked} commits while the transaction was open"
+        assert checked >= 3, f"only {checked} transactions while the transaction was open"
         assert pipeline.latest_offsets()[1] == 150, pipeline.latest_offsets()
         assert all(i in _ids(pipeline) for i in during)
 

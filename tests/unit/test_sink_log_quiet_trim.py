@@ -1,6 +1,7 @@
-"""Review finding 6: in a quiet period (allow_empty_commit=false: every empty instant is an
-ABORT, no instant completes) a clean or archive decision above the latest completed instant
-must not pin the sink log's trim floor once its effect is done."""
+"""Review finding 6: in a period where no instant completes and every one is an ABORT (a stall:
+nothing moves while a partition is carried, ``services.coordinator.idle``; an idle sink's
+instants are withdrawn without a sink log entry) a clean or archive decision above the latest
+completed instant must not pin the sink log's trim floor once its effect is done."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from hudi_sink.shared.hudi.replace import ReplaceTimeline
 
 
 def _quiet_period(committer: TableCommitter, instants: list[str]) -> None:
-    for instant in instants:  # empty instants rolled back, as with allow_empty_commit=false
+    for instant in instants:  # instants rolled back: nothing moved, a partition carried
         committer.start(instant)
-        committer.abort(instant, "nothing arrived")
+        committer.abort(instant, "no offset moved: partitions carried: d:1")
 
 
 def test_recorded_clean_does_not_pin_the_trim_floor(env: Env) -> None:
