@@ -118,6 +118,10 @@ class MaintenanceControl(Protocol):
 
     def maintenance_view(self) -> dict[str, Any]: ...
 
+    def clustering_refused(self) -> str | None:
+        """Why clustering cannot run on this sink (naming the key), or None."""
+        ...
+
     def request_clustering(self) -> None: ...
 
 
@@ -131,10 +135,13 @@ def build_maintenance_router(service: MaintenanceControl) -> APIRouter:
         return service.maintenance_view()
 
     @router.post("/maintenance/clustering", response_model=ActionResponse, status_code=202,
-                 responses={409: {"description": "standby: names the leader"}})
+                 responses={409: {"description": "standby (names the leader), or clustering "
+                                                 "cannot run (names the key)"}})
     async def cluster_now() -> Any:
         if not service.is_leader:
             return _not_leader(service.leader_info())
+        if (refused := service.clustering_refused()) is not None:
+            return JSONResponse({"detail": refused}, status_code=409)
         service.request_clustering()
         return ActionResponse(accepted=True, commit_time=None,
                               detail="a maintenance pass (clustering, clean, archival) starts now")

@@ -274,5 +274,11 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         return {"role": "leader" if self.is_leader else "standby", **m.stats,
                 "last": m.last, "last_error": m.last_error}
 
+    def clustering_refused(self) -> str | None:
+        if self.config.maintenance.clustering.enabled:
+            return None
+        return ("clustering is off (opt-in: readers that follow only .commit actions read a "
+                "clustered table's rows twice); set maintenance.clustering.enabled: true to run it")
+
     def request_clustering(self) -> None:
         self.parts.maintenance.request_clustering()

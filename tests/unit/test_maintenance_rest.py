@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from hudi_sink.services.coordinator.rest import build_maintenance_router
+from hudi_sink.services.coordinator.service import CoordinatorService
+from hudi_sink.shared.config.settings import config_from_mapping
 
 
 class FakeService:
-    def __init__(self, leader: bool) -> None:
+    def __init__(self, leader: bool, clustering: bool = True) -> None:
         self.is_leader = leader
+        self.clustering = clustering
         self.requested = 0
 
     def leader_info(self) -> dict[str, Any]:
@@ -20,6 +24,9 @@ class FakeService:
 
     def maintenance_view(self) -> dict[str, Any]:
         return {"role": "leader" if self.is_leader else "standby", "small_files": 3, "last": {}}
+
+    def clustering_refused(self) -> str | None:
+        return None if self.clustering else "set maintenance.clustering.enabled: true"
 
     def request_clustering(self) -> None:
         self.requested += 1
@@ -44,3 +51,23 @@ def test_standby_refuses_a_forced_run_naming_the_leader() -> None:
     response = _client(service).post("/maintenance/clustering")
     assert response.status_code == 409 and "http://leader:8080" in response.json()["detail"]
     assert service.requested == 0
+
+
+def test_a_forced_run_is_refused_while_clustering_is_off_naming_the_key() -> None:
+    service = FakeService(leader=True, clustering=False)
+    response = _client(service).post("/maintenance/clustering")
+    assert response.status_code == 409
+    assert "maintenance.clustering.enabled" in response.json()["detail"]
+    assert service.requested == 0
+
+
+def test_the_coordinator_refuses_clustering_unless_it_is_enabled(tmp_path: Path) -> None:
+    def service(**clustering: bool) -> CoordinatorService:
+        return CoordinatorService(config_from_mapping({
+            "name": "t", "kafka": {"topics": ["d"]},
+            "table": {"base_path": str(tmp_path / "table"), "schema": "id STRING"},
+            "maintenance": {"clustering": clustering}}))
+
+    refused = service().clustering_refused()  # the default: off
+    assert refused is not None and "maintenance.clustering.enabled: true" in refused
+    assert service(enabled=True).clustering_refused() is None
