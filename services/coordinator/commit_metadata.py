@@ -49,6 +49,7 @@ def plan_commit(
     sink_name: str,
     topics: list[str],
     unconfigured_offsets: Mapping[PartitionKey, int],
+    operation: str = "INSERT",
 ) -> PlannedCommit:
     """The commit of ``state``: files and counters of every accepted status.
 
@@ -58,12 +59,14 @@ def plan_commit(
     stats: list[WriteStat] = []
     moves: list[tuple[str, str]] = []
     sizes: dict[str, int] = {}
-    records = dlq = skipped = unknown = 0
+    records = dlq = skipped = unknown = deleted = superseded = 0
     failed: list[str] = []
     for status in state.statuses.values():
         records += status.records_written
         dlq += status.records_dlq
         skipped += status.records_skipped
+        deleted += status.records_deleted
+        superseded += status.records_superseded + status.records_delete_noop
         unknown += status.unknown_fields
         if status.failed:
             failed.append(status.failed)
@@ -71,7 +74,8 @@ def plan_commit(
             stats.append(WriteStat(
                 file_id=f.file_id, path=f.final_path, partition_path=f.partition_path,
                 num_writes=f.num_records,
-                num_inserts=f.new_records,
+                num_inserts=f.new_records - f.num_updates,
+                num_update_writes=f.num_updates, num_deletes=f.num_deletes,
                 file_size_bytes=f.size_bytes, total_write_bytes=f.size_bytes,
                 prev_commit=f.prev_commit,
             ))
@@ -87,11 +91,13 @@ def plan_commit(
         "hudi.sink.records.written": str(records),
         "hudi.sink.records.dlq": str(dlq),
         "hudi.sink.records.skipped": str(skipped),
+        **({"hudi.sink.records.deleted": str(deleted),
+            "hudi.sink.records.superseded": str(superseded)} if operation == "UPSERT" else {}),
         "hudi.sink.unknown.fields": str(unknown),
     }
     if failed:
         extra["hudi.sink.failed.partitions"] = "; ".join(failed)
     if carried:
         extra[CARRIED_KEY] = keys_text(carried)
-    return PlannedCommit(metadata=build_commit_metadata(stats, extra), moves=moves, sizes=sizes,
+    return PlannedCommit(metadata=build_commit_metadata(stats, extra, operation), moves=moves, sizes=sizes,
                          offsets=offsets, records=records, dlq=dlq, carried=carried)

@@ -347,6 +347,7 @@ class TransactionDriver:
             topics=topics,
             unconfigured_offsets={k: o for k, o in self.committed_offsets.items()
                                   if k[0] not in topics},
+            operation="UPSERT" if self._config.table.write_mode == "upsert" else "INSERT",
         )
 
     def _verify_statuses(self, state: CommitState) -> dict[PartitionKey, str]:

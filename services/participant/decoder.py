@@ -66,6 +66,7 @@ from hudi_sink.services.participant.json_format import (
     parse_object,
     parse_object_exact,
 )
+from hudi_sink.services.participant.keyed.envelope import KeyDelete
 from hudi_sink.shared.errors import InvalidPartitionValue
 from hudi_sink.shared.hudi.naming import MAX_DIR_NAME_BYTES, partition_path
 from hudi_sink.shared.hudi.record_key import key_text, record_key_string
@@ -74,6 +75,7 @@ from hudi_sink.shared.schema.table_schema import Column, ColumnKind, TableSchema
 __all__ = ["RecordDecoder", "ValueParser"]
 
 ValueParser = Callable[[bytes], "dict[str, Any] | Rejected | Deferred | None"]
+Unwrap = Callable[[dict[str, Any]], "dict[str, Any] | KeyDelete | Rejected"]
 """The wire format: a value's bytes → its dict of values, why not, or None (a tombstone)."""
 
 _TOMBSTONE = Skipped("tombstone")
@@ -86,11 +88,12 @@ class RecordDecoder:
     """Decodes record values for one table schema; build once, reuse for every record."""
 
     __slots__ = ("_schema", "_max_record_bytes", "_plan", "_names", "_key", "_keys", "_partition",
-                 "_hive_style", "_ncols", "_parse", "_parse_exact", "_decimals", "_failures_logged")
+                 "_hive_style", "_ncols", "_parse", "_parse_exact", "_decimals", "_failures_logged",
+                 "_unwrap")
 
     def __init__(self, schema: TableSchema, max_record_bytes: int,
                  *, hive_style: bool = False, connect_envelope: bool = False,
-                 value_parser: ValueParser | None = None) -> None:
+                 value_parser: ValueParser | None = None, unwrap: Unwrap | None = None) -> None:
         if max_record_bytes < 1:
             raise ValueError("max_record_bytes must be at least 1")
         self._schema = schema
@@ -116,6 +119,9 @@ class RecordDecoder:
         self._decimals = tuple((c.name, c.kind is not ColumnKind.DECIMAL)
                                for c in schema.value_columns if _holds_decimal(c))
         self._failures_logged: set[type] = set()
+        self._unwrap = unwrap
+        """Upsert mode: the parsed value → the row to decode, or what it means instead (a key
+        delete, a rejection); ``services.participant.keyed.changes``."""
 
     @property
     def schema(self) -> TableSchema:
@@ -133,7 +139,7 @@ class RecordDecoder:
             return Rejected(PARTITION_VALUE_TOO_LONG, str(exc))
         return None
 
-    def decode(self, value: bytes | None) -> Decoded:
+    def decode(self, value: bytes | None) -> Decoded | KeyDelete:
         """Decode one record value; never raises (see module docstring)."""
         try:
             return self._decode(value)
@@ -159,7 +165,7 @@ class RecordDecoder:
                       "the sink: please report it", kind, text, DECODE_ERROR, exc_info=exc)
         return Rejected(DECODE_ERROR, f"the decoder failed on this value: {kind}: {text}")
 
-    def _decode(self, value: bytes | None) -> Decoded:
+    def _decode(self, value: bytes | None) -> Decoded | KeyDelete:
         if value is None:
             return _TOMBSTONE
         if len(value) > self._max_record_bytes:
@@ -167,21 +173,28 @@ class RecordDecoder:
                 RECORD_TOO_LARGE,
                 f"value is {len(value)} bytes, over errors.max_record_bytes ({self._max_record_bytes})",
             )
-        obj = self._parse(value)
+        obj: dict[str, Any] | Rejected | Deferred | KeyDelete | None = self._parse(value)
         if obj is None:  # a Connect envelope with a null payload
             return _TOMBSTONE
         if not isinstance(obj, dict):  # Rejected, or Deferred (a registry out of reach)
             return obj
+        unwrap = self._unwrap
+        if unwrap is not None:
+            obj = unwrap(obj)
+            if not isinstance(obj, dict):
+                return obj
         exact = self._parse_exact
         if exact is not None and self._decimals and self._float_in_decimals(obj):
             obj, exact = exact(value), None
             if not isinstance(obj, dict):  # too deep for the exact reader (orjson took it)
                 return _TOMBSTONE if obj is None else obj
+            if unwrap is not None and not isinstance(obj := unwrap(obj), dict):
+                return obj
         result = self._row(obj)
         if exact is not None and type(result) is Rejected:
             # Word the rejection with the numbers as sent (orjson made them floats).
-            again = exact(value)
-            if isinstance(again, dict):
+            again: dict[str, Any] | Rejected | Deferred | KeyDelete | None = exact(value)
+            if isinstance(again, dict) and (unwrap is None or isinstance(again := unwrap(again), dict)):
                 return self._row(again)
         return result
 

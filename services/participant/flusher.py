@@ -16,7 +16,7 @@ import asyncio
 import logging
 import posixpath
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from hudi_sink.services.participant.flush_plan import (
@@ -25,6 +25,8 @@ from hudi_sink.services.participant.flush_plan import (
     name_flush,
     prepare_flush,
 )
+from hudi_sink.services.participant.keyed.fold import Folded
+from hudi_sink.services.participant.keyed.merge import MergePlan, plan_merge
 from hudi_sink.services.participant.packing import Carry, choose_carries
 from hudi_sink.services.participant.spark_jobs import SparkJobs
 from hudi_sink.services.participant.spark_writer import SparkWriteError, SparkWriter, WrittenFile
@@ -55,6 +57,8 @@ class FlushResult:
     """The staged files; None when nothing was written (refused or failed)."""
     failure: str | None = None
     """Why the flush failed for good (None when it succeeded or was refused)."""
+    outcomes: Mapping[str, int] | None = None
+    """Upsert mode: offsets per ``keyed.fold.Outcome`` (written ones included)."""
 
 
 class Flusher:
@@ -92,7 +96,7 @@ class Flusher:
                                      f"{buffer.instant} failed for good: {exc}")
         if written is None:
             return FlushResult(None)
-        files, seconds = written
+        files, seconds, outcomes = written
         self._metrics.flush_completed(seconds)
         base = self._config.table.base_path
         return FlushResult([
@@ -107,9 +111,11 @@ class Flusher:
                 size_bytes=w.size_bytes,
                 prev_commit=w.planned.carry.prev_commit if w.planned.carry else None,
                 num_inserts=w.num_records - w.planned.carry.rows if w.planned.carry else None,
+                num_updates=w.planned.carry.updates if w.planned.carry else 0,
+                num_deletes=w.planned.carry.deletes if w.planned.carry else 0,
             )
             for w in files
-        ])
+        ], outcomes=outcomes)
 
     async def watch_spark(self) -> None:
         """Raises once a Spark job is found hung (``SparkJobs.watch``): a routine of the
@@ -140,6 +146,22 @@ class Flusher:
         used.update((prepared.paths[i], c.file_id) for i, c in carries.items())
         return carries
 
+    async def _merge(self, changes: dict[str, Folded], spec: FlushInput) -> MergePlan:
+        """Upsert mode: the merge of the instant's changes, planned against the latest
+        committed slices of the groups this partition owns (worker thread: it reads them).
+        Unlike packing it is not optional: a touched group must get its new slice, so any
+        failure here fails the flush (the partition then redoes the instant)."""
+        cfg = self._config
+
+        def plan() -> MergePlan:
+            return plan_merge(changes, self._slices.latest(), owner=spec.source_index,
+                              schema=self._schema, spec=spec, fs=self._table.fs,
+                              base_path=cfg.table.base_path,
+                              small_file_bytes=cfg.table.small_file_bytes,
+                              precombine=cfg.table.precombine_field)
+
+        return await asyncio.to_thread(plan)
+
     @staticmethod
     def refuses(state: TransactionParticipant, instant: str) -> bool:
         """A flush for an instant this partition no longer holds must not write: nothing
@@ -148,8 +170,9 @@ class Flusher:
 
     async def _write_with_retries(
         self, state: TransactionParticipant, buffer: PendingBuffer, flush_seq: int
-    ) -> tuple[list[WrittenFile], float] | None:
-        """(written files, seconds) of the first attempt that succeeds; None if refused."""
+    ) -> tuple[list[WrittenFile], float, Mapping[str, int] | None] | None:
+        """(written files, seconds, upsert outcomes) of the first attempt that succeeds; None
+        if refused."""
         cfg = self._config
         staging = self._table.staging_dir(buffer.instant)
         spec = FlushInput(
@@ -165,11 +188,21 @@ class Flusher:
         what = f"flush of {state.topic}-{state.partition} for {buffer.instant}"
         # The rows' Arrow form is built once, before the flush waits for a Spark slot, and
         # the Python rows are dropped: a waiting flush holds its data once, compactly.
-        prepared = await asyncio.to_thread(
-            prepare_flush, buffer.rows, buffer.offsets, self._schema, spec
-        )
-        buffer.rows, buffer.offsets = [], []
-        carries = await self._carries(state, buffer, prepared, spec) if buffer.final else {}
+        outcomes: Mapping[str, int] | None = None
+        if buffer.changes is not None:
+            merge = await self._merge(buffer.changes, spec)
+            buffer.changes = None
+            outcomes = merge.outcomes
+            if merge.prepared is None:  # nothing to write: every key superseded or absent
+                return [], 0.0, outcomes
+            prepared, carries, best_effort = merge.prepared, merge.carries, False
+        else:
+            prepared = await asyncio.to_thread(
+                prepare_flush, buffer.rows, buffer.offsets, self._schema, spec
+            )
+            buffer.rows, buffer.offsets = [], []
+            carries = await self._carries(state, buffer, prepared, spec) if buffer.final else {}
+            best_effort = True
         tries = 0
         async for attempt in retrying(cfg.service, what, attempts=FLUSH_ATTEMPTS,
                                       on_failure=lambda _exc: self._metrics.flush_failed()):
@@ -178,7 +211,7 @@ class Flusher:
                     log.info("%s-%d: flush for finished instant %s refused", state.topic,
                              state.partition, buffer.instant)
                     return None
-                if tries and carries:
+                if tries and carries and best_effort:
                     # Packing is best-effort: an old slice Spark cannot read or union (gone,
                     # another schema) must never stop the partition: new groups instead.
                     log.warning("%s: writing new file groups instead of packing after a failed "
@@ -198,5 +231,5 @@ class Flusher:
                     table, plans, staging, lambda: not self.refuses(state, buffer.instant))
                 if written is None:
                     return None
-                return written, self._clock() - started
+                return written, self._clock() - started, outcomes
         raise AssertionError("unreachable")

@@ -260,7 +260,7 @@ class Intake:
             # was abandoned to another member), it must not report their offsets either.
             state.give_up(buffer.instant, "partition moved to another member before a flush")
             return
-        if state.add_staged(buffer.instant, result.files):
+        if state.add_staged(buffer.instant, result.files, result.outcomes):
             self._rt.metrics.records_written(state.topic,
                                              sum(f.new_records for f in result.files))
         else:

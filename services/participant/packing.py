@@ -42,6 +42,13 @@ class Carry:
     """Where the old slice is read from (absolute, as the Spark writer reads it)."""
     prev_commit: str
     rows: int
+    """Rows carried over: the old slice's, less those of ``drop_keys`` it holds."""
+    drop_keys: frozenset[str] = frozenset()
+    """Upsert mode: record keys updated or deleted, left out of the carried rows."""
+    updates: int = 0
+    """Upsert mode: new rows of the file that replace a stored version of their key."""
+    deletes: int = 0
+    """Upsert mode: stored rows left out because their key was deleted."""
 
 
 def choose_carries(

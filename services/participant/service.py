@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Coroutine
 from typing import Any
 
+from aiokafka import AIOKafkaConsumer
 from fastapi import APIRouter
 
 from hudi_sink.services.participant.assignment import PartitionRegistry
@@ -37,6 +38,8 @@ from hudi_sink.services.participant.decoder import RecordDecoder
 from hudi_sink.services.participant.dlq_sender import DeadLetterSender
 from hudi_sink.services.participant.flusher import Flusher
 from hudi_sink.services.participant.intake import Intake, RebalanceSignal
+from hudi_sink.services.participant.keyed.changes import KeyedDecoder
+from hudi_sink.services.participant.keyed.envelope import KeyedSpec
 from hudi_sink.services.participant.reports import Reporter
 from hudi_sink.services.participant.rest import build_router
 from hudi_sink.services.participant.runtime import BackgroundTasks, Clock, ParticipantClients, Runtime
@@ -94,6 +97,8 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         """Whether SparkSession start-up (in a daemon thread) began and has not finished."""
         self._fetches: BackgroundSchemas | None = None
         """Registry lookups, made in worker threads (never on the event loop)."""
+        self._consumer: AIOKafkaConsumer | None = None
+        """The data consumer once started (upsert mode asks it for partition counts)."""
         self._avro: AvroValues | None = None  # one schema cache per process
         if config.kafka.value_format == "avro":
             schemas = writer_schemas(config.avro)
@@ -103,14 +108,36 @@ class ParticipantService(ServiceShell[ParticipantClients]):
                     retry_s=config.service.retry_backoff_ms / 1000)
             self._avro = AvroValues(schemas)
 
+    def _keyed_decoder(self, topic: str) -> KeyedDecoder | None:
+        """Upsert mode: what a record means for its key (envelopes, tombstones, the
+        partitioner check against the topic's partition count as the consumer knows it)."""
+        cfg = self.config
+        if cfg.table.write_mode != "upsert":
+            return None
+        spec = KeyedSpec(key_fields=cfg.table.record_key_fields, envelope=cfg.kafka.envelope,
+                         kafka_key_format=cfg.upsert.kafka_key_format,
+                         delete_field=cfg.upsert.delete_field, delete_marker=cfg.upsert.delete_marker)
+
+        def partitions() -> int | None:
+            consumer = self._consumer
+            found = consumer.partitions_for_topic(topic) if consumer is not None else None
+            return len(found) if found else None
+
+        return KeyedDecoder(spec, partitioner=cfg.upsert.key_partitioner,
+                            precombine_field=cfg.table.precombine_field,
+                            partitions_of_topic=partitions)
+
     def _new_partition(self, topic: str, partition: int) -> TransactionParticipant:
+        keyed = self._keyed_decoder(topic)
         return TransactionParticipant(
             topic=topic,
             partition=partition,
             decoder=RecordDecoder(self.schema, self.config.errors.max_record_bytes,
                                   hive_style=self.config.table.hive_style_partitioning,
                                   connect_envelope=self.config.kafka.value_format == "connect_json",
-                                  value_parser=self._avro.parse if self._avro else None),
+                                  value_parser=self._avro.parse if self._avro else None,
+                                  unwrap=keyed.unwrap if keyed else None),
+            keyed=keyed,
             flush_records=self.config.transaction.flush_records,
             buffer_bytes=self.config.transaction.buffer_bytes,
             fail_on_error=self.config.errors.tolerance == "fail",
@@ -157,6 +184,7 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         producer = await self._factory.producer("hudi-sink-participant")
         channel = await self._factory.channel(self.sender, producer, self._faults)
         consumer = await self._factory.consumer(cfg.participants_group, self.sender.id)
+        self._consumer = consumer
         running = ParticipantClients(
             producer=producer, channel=channel, consumer=consumer,
             dlq=DeadLetterSender(producer, cfg.dlq_topic),

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from hudi_sink.services.participant.carried_rows import with_carried_rows, write_empty_slice
 from hudi_sink.services.participant.packing import Carry
 from hudi_sink.shared.config.settings import SparkConfig
 from hudi_sink.shared.errors import HudiSinkError
@@ -204,13 +205,16 @@ class SparkWriter:
         ``work_dir`` is a scratch directory on the same filesystem as the staging area, so
         the final renames are atomic. Returns the files with their row counts and sizes.
         """
-        if table.num_rows == 0:
-            return []
+        counts = _rows_per_index(table) if table.num_rows else {}
+        expected = {p.index: counts.get(p.index, 0) + (p.carry.rows if p.carry else 0)
+                    for p in files}
+        if not any(expected.values()):  # nothing, or slices whose every row was deleted
+            return [self._empty(p, table.schema) for p in files]
         scratch = posixpath.join(work_dir, f".spark-{uuid.uuid4().hex}")
-        counts = _rows_per_index(table)
         try:
             session = self._session_or_start()
-            frame = _with_carried_rows(session, session.createDataFrame(table), files)
+            frame = with_carried_rows(session, table, [(p.index, p.file_name, p.carry) for p in files
+                                                        if p.carry is not None], PART_COLUMN)
             writer = frame.coalesce(1).write.partitionBy(PART_COLUMN)
             for column in mostly_distinct_columns(table):
                 writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
@@ -226,6 +230,9 @@ class SparkWriter:
         written: list[WrittenFile] = []
         try:
             for planned in files:
+                if expected[planned.index] == 0:
+                    written.append(self._empty(planned, table.schema))
+                    continue
                 part_dir = posixpath.join(scratch, f"{PART_COLUMN}={planned.index}")
                 outputs = [
                     info for info in self._fs.list_dir(part_dir)
@@ -235,9 +242,8 @@ class SparkWriter:
                     raise SparkWriteError(
                         f"expected one Parquet file in {part_dir}, found {len(outputs)}"
                     )
-                rows = counts.get(planned.index, 0)
+                rows = expected[planned.index]
                 if planned.carry is not None:
-                    rows += planned.carry.rows
                     self._check_rows(outputs[0].path, rows)
                 self._fs.rename(outputs[0].path, planned.staged_path)
                 written.append(WrittenFile(planned, rows, outputs[0].size))
@@ -245,6 +251,10 @@ class SparkWriter:
             self._fs.delete_tree(scratch)
         return written
 
+
+    def _empty(self, planned: PlannedFile, schema: pa.Schema) -> WrittenFile:
+        return WrittenFile(planned, 0, write_empty_slice(self._fs, planned.staged_path, schema,
+                                                         PART_COLUMN))
 
     def _check_rows(self, path: str, expected: int) -> None:
         """A new slice must hold exactly the old slice's rows plus the new ones (read from
@@ -257,35 +267,6 @@ class SparkWriter:
             raise SparkWriteError(f"new slice {path} holds {found} rows, not the {expected} "
                                   "of the old slice and the flush")
 
-
-def _with_carried_rows(session: Any, frame: Any, files: list[PlannedFile]) -> Any:
-    """``frame`` plus, for every planned file written over an old slice, that slice's rows
-    read by Spark (they never pass through Python): meta columns kept, ``_hoodie_file_name``
-    naming the new file, ``__hs_part`` its index; each column cast to the flush's type, so
-    Arrow's and Parquet's readings of one table schema union exactly."""
-    carried = [plan for plan in files if plan.carry is not None]
-    if not carried:
-        return frame
-    from pyspark.sql import functions as func
-
-    fields = frame.schema.fields
-    for plan in carried:
-        assert plan.carry is not None
-        old = session.read.parquet(plan.carry.source_path)
-        columns = []
-        for field in fields:
-            if field.name == FILE_NAME_COLUMN:
-                value = func.lit(plan.file_name)
-            elif field.name == PART_COLUMN:
-                value = func.lit(plan.index)
-            else:
-                value = func.col(f"`{field.name}`")
-            columns.append(value.cast(field.dataType).alias(field.name))
-        frame = frame.unionByName(old.select(*columns))
-    return frame
-
-
-FILE_NAME_COLUMN = "_hoodie_file_name"
 
 LEGACY_FORMAT = "spark.sql.parquet.writeLegacyFormat"
 """Set per write, as a write option: Spark applies a ``spark.sql.*`` write option to that

@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from hudi_sink.services.participant.dead_letters import DeadLetter
 from hudi_sink.services.participant.decoded import Deferred, Rejected, Row, Skipped, add_kafka_metadata
 from hudi_sink.services.participant.decoder import RecordDecoder
+from hudi_sink.services.participant.keyed.changes import KeyedDecoder
+from hudi_sink.services.participant.keyed.fold import Change, Folded, KeyedFold, Outcome
 from hudi_sink.shared.kafka.partition_key import PartitionKey
 from hudi_sink.shared.kafka.protocol import StagedFile, WriteStatus
 from hudi_sink.shared.runtime.states import PARTITION_TRANSITIONS, PartitionPhase, StateMachine
@@ -45,6 +47,8 @@ class PendingBuffer:
     final: bool = False
     """The instant's last flush (END asked for it), not one of a full buffer: only it may
     pack into a small file group (``services.participant.packing``)."""
+    changes: dict[str, Folded] | None = None
+    """Upsert mode: the instant's changes folded per record key (``rows`` stay empty)."""
 
 
 @dataclass
@@ -53,6 +57,9 @@ class _Counters:
     dlq: int = 0
     skipped: int = 0
     unknown_fields: int = 0
+    deleted: int = 0
+    delete_noop: int = 0
+    superseded: int = 0
 
 
 @dataclass
@@ -64,6 +71,9 @@ class TransactionParticipant:
     fail_on_error: bool
     buffer_bytes: int = 24 << 20
     """A flush starts at ``flush_records`` rows or this many value bytes, whichever is first."""
+    keyed: KeyedDecoder | None = None
+    """Upsert mode: records become changes of their keys, folded until END (one merge per
+    instant: a full buffer pauses the partition instead of flushing)."""
     clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
     """Monotonic seconds for ``last_signal_at`` (the service's clock, injectable in tests)."""
     phase_machine: StateMachine[PartitionPhase] = field(init=False)
@@ -83,6 +93,8 @@ class TransactionParticipant:
     buffered_bytes: int = 0
     """Value bytes of ``rows``."""
     flush_no: int = 0
+    changes: KeyedFold = field(default_factory=KeyedFold)
+    """Upsert mode: this instant's changes so far."""
     staged: list[StagedFile] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     counters: _Counters = field(default_factory=_Counters)
@@ -124,7 +136,8 @@ class TransactionParticipant:
         return (epoch, instant) > (self.epoch, self.instant)
 
     def should_flush(self) -> bool:
-        return self.accepting and (len(self.rows) >= self.flush_records
+        held = len(self.changes) if self.keyed is not None else len(self.rows)
+        return self.accepting and (held >= self.flush_records
                                    or self.buffered_bytes >= self.buffer_bytes)
 
     @property
@@ -170,8 +183,16 @@ class TransactionParticipant:
                 return
             if offset < self.next_offset:
                 continue  # already handled in this instant (re-fetch after a seek)
-            result = self.decoder.decode(record.value)
-            if isinstance(result, Row):
+            result = (self.decoder.decode(record.value) if self.keyed is None else
+                      self.keyed.change(self.decoder.decode, record.value, record.key,
+                                        self.partition, offset))
+            if isinstance(result, Change):
+                if result.row is not None and self.decoder.schema.kafka_metadata:
+                    add_kafka_metadata(result.row, self.topic, self.partition, offset,  # type: ignore[arg-type]
+                                       record.timestamp, record.key)
+                self.changes.add(result)
+                self.buffered_bytes += len(record.value or b"") + len(record.key or b"")
+            elif isinstance(result, Row):
                 if self.decoder.schema.kafka_metadata:
                     add_kafka_metadata(result, self.topic, self.partition, offset, record.timestamp,
                                        record.key)
@@ -210,6 +231,7 @@ class TransactionParticipant:
 
     def _empty_buffer(self) -> None:
         self.rows, self.offsets, self.buffered_bytes = [], [], 0
+        self.changes = KeyedFold()
 
     def take_dead_letters(self) -> list[DeadLetter]:
         """Dead letters decoded since the last call (sent at once, not held until END)."""
@@ -217,19 +239,34 @@ class TransactionParticipant:
         return letters
 
     def take_buffer(self, final: bool = False) -> PendingBuffer | None:
-        if not self.rows or self.instant is None or self.gave_up is not None:
+        if self.instant is None or self.gave_up is not None:
             return None
-        taken = PendingBuffer(self.rows, self.offsets, self.flush_no, self.instant, final)
+        if self.keyed is not None:
+            # One merge per instant, at END: every key is decided once against the table.
+            if not final or not len(self.changes):
+                return None
+            taken = PendingBuffer([], [], self.flush_no, self.instant, final,
+                                  changes=self.changes.result())
+        elif not self.rows:
+            return None
+        else:
+            taken = PendingBuffer(self.rows, self.offsets, self.flush_no, self.instant, final)
         self._empty_buffer()
         self.flush_no += 1
         return taken
 
-    def add_staged(self, instant: str, files: list[StagedFile]) -> bool:
-        """Record a finished flush; False if it belongs to an instant we already left."""
+    def add_staged(self, instant: str, files: list[StagedFile],
+                   outcomes: Mapping[str, int] | None = None) -> bool:
+        """Record a finished flush (upsert mode: with what became of its changes' offsets
+        besides being written); False if it belongs to an instant we already left."""
         if instant != self.instant:
             return False
         self.staged.extend(files)
         self.counters.written += sum(f.new_records for f in files)
+        outcomes = outcomes or {}
+        self.counters.deleted += outcomes.get(Outcome.DELETED, 0)
+        self.counters.delete_noop += outcomes.get(Outcome.DELETE_NOOP, 0)
+        self.counters.superseded += outcomes.get(Outcome.SUPERSEDED, 0)
         return True
 
     def give_up(self, instant: str, reason: str) -> bool:
@@ -275,6 +312,9 @@ class TransactionParticipant:
             records_dlq=self.counters.dlq,
             records_skipped=self.counters.skipped,
             unknown_fields=self.counters.unknown_fields,
+            records_deleted=self.counters.deleted,
+            records_delete_noop=self.counters.delete_noop,
+            records_superseded=self.counters.superseded,
             failed=self.failure,
         )
 

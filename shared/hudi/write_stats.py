@@ -35,6 +35,8 @@ class WriteStat:
     file_size_bytes: int
     total_write_bytes: int
     prev_commit: str | None = None
+    num_update_writes: int = 0
+    num_deletes: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """Every field of Hudi's HoodieWriteStat JSON, so Java readers find no surprise."""
@@ -43,8 +45,8 @@ class WriteStat:
             "path": self.path,
             "prevCommit": self.prev_commit or "null",
             "numWrites": self.num_writes,
-            "numDeletes": 0,
-            "numUpdateWrites": 0,
+            "numDeletes": self.num_deletes,
+            "numUpdateWrites": self.num_update_writes,
             "numInserts": self.num_inserts,
             "totalWriteBytes": self.total_write_bytes,
             "totalWriteErrors": 0,
@@ -98,6 +100,8 @@ class WriteStat:
             file_size_bytes=number("fileSizeInBytes"),
             total_write_bytes=number("totalWriteBytes"),
             prev_commit=None if data.get("prevCommit") in (None, "null") else text("prevCommit"),
+            num_update_writes=number("numUpdateWrites"),
+            num_deletes=number("numDeletes"),
         )
 
 

@@ -102,6 +102,10 @@ class StagedFile(_Model):
     (its rows are carried into this file). None: a new file group."""
     num_inserts: int | None = Field(None, ge=0)
     """Rows of this flush in the file; None: all ``num_records`` (a new group)."""
+    num_updates: int = Field(0, ge=0)
+    """Upsert mode: of those rows, how many replaced a stored version of their key."""
+    num_deletes: int = Field(0, ge=0)
+    """Upsert mode: stored rows of the old slice left out (their keys deleted)."""
 
     @property
     def new_records(self) -> int:
@@ -134,6 +138,13 @@ class WriteStatus(_Model):
     records_dlq: int = 0
     records_skipped: int = 0
     unknown_fields: int = 0
+    records_deleted: int = 0
+    """Upsert mode: offsets whose change deleted a stored key."""
+    records_delete_noop: int = 0
+    """Upsert mode: deletes of a key the table does not hold."""
+    records_superseded: int = 0
+    """Upsert mode: changes replaced by a later one of their key, or older than the stored
+    version (``table.precombine_field``): nothing written for them."""
     failed: str | None = None
     """Set when errors.tolerance=fail stopped this partition at a bad record."""
 

@@ -1,0 +1,83 @@
+"""One Kafka record → one change of its key (upsert mode), or the reason it is a bad record.
+
+The value decoder (``services.participant.decoder``) still turns a row dict into a table row;
+this layer says which row dict a record carries and what it means (``keyed.envelope``:
+Debezium envelopes, tombstones, soft deletes) and checks that the record's key belongs in the
+partition it was read from (``keyed.partitioners``: a key must live in one partition, or two
+participants would write it into two file groups).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hudi_sink.services.participant.decoded import Deferred, Rejected, Row, Skipped
+from hudi_sink.services.participant.keyed.envelope import (
+    TOMBSTONE,
+    KeyDelete,
+    KeyedSpec,
+    RowChange,
+    message_key_delete,
+    read_change,
+)
+from hudi_sink.services.participant.keyed.fold import Change
+from hudi_sink.services.participant.keyed.partitioners import partition_mismatch
+from hudi_sink.shared.hudi.record_key import key_text
+
+__all__ = ["KeyedDecoder", "KeyedResult"]
+
+KeyedResult = Change | Rejected | Deferred
+"""A change of a key, a bad record, or a record to retry later (a registry out of reach)."""
+
+
+class KeyedDecoder:
+    """Per partition (the message key of the record being decoded is state here: intake
+    decodes one record at a time, on the event loop)."""
+
+    def __init__(self, spec: KeyedSpec, *, partitioner: str, precombine_field: str | None,
+                 partitions_of_topic: Callable[[], int | None]) -> None:
+        self._spec = spec
+        self._partitioner = partitioner
+        self._precombine = precombine_field
+        self._partitions_of_topic = partitions_of_topic
+        self._message_key: bytes | None = None
+
+    def unwrap(self, value: dict[str, Any]) -> dict[str, Any] | KeyDelete | Rejected:
+        """The decoder's hook: the row dict a parsed value carries (a soft delete is told
+        apart after conversion, :meth:`change`), or what the value means instead."""
+        meaning = read_change(value, self._message_key, self._spec)
+        return meaning.row if isinstance(meaning, RowChange) else meaning
+
+    def change(self, decode: Callable[[bytes | None], object], value: bytes | None,
+               message_key: bytes | None, partition: int, offset: int) -> KeyedResult:
+        """Decode one record (``decode`` is the partition's value decoder, built with
+        :meth:`unwrap`) into a change of its key."""
+        partitions = self._partitions_of_topic()
+        if partitions is not None:
+            mismatch = partition_mismatch(self._partitioner, message_key, partition, partitions)
+            if mismatch is not None:
+                return mismatch
+        self._message_key = message_key
+        try:
+            result = decode(value)
+        finally:
+            self._message_key = None
+        if isinstance(result, Row):
+            values = result.values
+            ordering = values.get(self._precombine) if self._precombine else None
+            field = self._spec.delete_field
+            deleted = field is not None and key_text(values.get(field)) == self._spec.delete_marker
+            return Change(result.record_key, offset, result, ordering, result.partition_value,
+                          deleted)
+        if isinstance(result, KeyDelete):
+            return Change(result.record_key, offset, None, None, None, True)
+        if isinstance(result, Skipped):  # a null value, or a Connect envelope's null payload
+            tombstone = message_key_delete(message_key, self._spec, TOMBSTONE,
+                                           "a tombstone (null value)")
+            if isinstance(tombstone, Rejected):
+                return tombstone
+            return Change(tombstone.record_key, offset, None, None, None, True)
+        if isinstance(result, (Rejected, Deferred)):
+            return result
+        raise TypeError(f"unexpected decoder outcome {type(result).__name__}")

@@ -1,0 +1,103 @@
+"""Upsert mode through the contract: ``produce --key-space --delete-ratio`` (keyed records and
+tombstones, Kafka's default partitioner) into a table with ``table.write_mode: upsert``; the
+snapshot read by hudi-rs (and Apache Hudi's reader) equals the fold of the topic up to the
+commit's offsets, and each row's ``_hoodie_commit_seqno`` names its winning offset."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka import TopicPartition as KafkaTopicPartition
+from eventually import eventually
+from pipeline import HUDI_SINK, Pipeline
+
+from hudi_sink.cli.broker import EmbeddedBroker
+
+pytestmark = pytest.mark.timeout(900)
+
+RECORDS = 6_000
+BATCHES = 3
+KEYS = 300
+
+
+async def _fold(bootstrap: str, topic: str, upto: dict[int, int]) -> dict[str, tuple[int, int]]:
+    """Record key → (partition, offset) of its latest version; tombstones delete."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = [KafkaTopicPartition(topic, p) for p in upto]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        live: dict[str, tuple[int, int]] = {}
+        remaining = {p for p, end in upto.items() if end > 0}
+        while remaining:
+            batch = await consumer.getmany(timeout_ms=1000)
+            for tp, records in batch.items():
+                for record in records:
+                    if record.offset >= upto[tp.partition]:
+                        remaining.discard(tp.partition)
+                        continue
+                    key = record.key.decode()
+                    if record.value is None:
+                        live.pop(key, None)
+                    else:
+                        live[key] = (tp.partition, record.offset)
+                    if record.offset + 1 >= upto[tp.partition]:
+                        remaining.discard(tp.partition)
+        return live
+    finally:
+        await consumer.stop()
+
+
+def test_upsert_snapshot_equals_the_fold_of_the_topic(
+    broker: EmbeddedBroker, tmp_path: Path, unique_name: str
+) -> None:
+    pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap, overrides={
+        "table": {"write_mode": "upsert", "record_key_field": "id"},
+        "transaction": {"interval_ms": 2000, "write_status_timeout_ms": 120000,
+                        "resend_interval_ms": 1000},
+    })
+    pipeline.produce(0)
+    try:
+        pipeline.start_ready("coordinator", "participant")
+        for batch in range(1, BATCHES + 1):  # each batch lands in instants of its own
+            result = subprocess.run(
+                [HUDI_SINK, "produce", "--config", str(pipeline.config_path), "--records",
+                 str(RECORDS // BATCHES), "--partitions", str(pipeline.partitions),
+                 "--key-space", str(KEYS), "--delete-ratio", "0.1"],
+                capture_output=True, text=True, timeout=300, env={**os.environ, **pipeline.env})
+            assert result.returncode == 0, result.stdout + result.stderr
+            want = batch * RECORDS // BATCHES
+            eventually(lambda want=want: sum(pipeline.latest_offsets().values()) == want, 300,
+                       f"offsets covering {want} records", every_s=1)
+        offsets = pipeline.latest_offsets()
+        expected = asyncio.run(_fold(broker.bootstrap, pipeline.topic, offsets))
+        table = pipeline.read()
+        keys = table.column("_hoodie_record_key").to_pylist()
+        assert len(keys) == len(set(keys)), "a key appears twice in the snapshot"
+        assert set(keys) == set(expected), (sorted(set(keys) - set(expected))[:5],
+                                            sorted(set(expected) - set(keys))[:5])
+        for key, seqno in zip(keys, table.column("_hoodie_commit_seqno").to_pylist(), strict=True):
+            partition, offset = expected[key]
+            assert seqno.endswith(f"_{partition}_{offset}"), (key, seqno, expected[key])
+        [agreed] = pipeline.read_agreed()  # Apache Hudi's reader sees the same rows
+        assert agreed.num_rows == len(expected)
+        assert 0 < len(expected) < KEYS
+        updates = deletes = over_old = 0
+        for instant in pipeline.completed_commits():
+            metadata = orjson.loads((pipeline.timeline / f"{instant}.commit").read_bytes())
+            assert metadata["operationType"] == "UPSERT"
+            for stats in metadata["partitionToWriteStats"].values():
+                for stat in stats:
+                    updates += stat["numUpdateWrites"]
+                    deletes += stat["numDeletes"]
+                    over_old += stat["prevCommit"] != "null"
+        assert updates > 0 and deletes > 0 and over_old > 0, (updates, deletes, over_old)
+    finally:
+        pipeline.stop_all()
