@@ -165,9 +165,10 @@ class TransactionConfig(_Section):
     1,830-1,870 MB, throughput within the run-to-run spread."""
     resend_interval_ms: int = Field(2000, ge=100)
     """How often lost control messages are healed (re-announce / re-send)."""
-    allow_empty_commit: bool = True
-    """False: an instant in which nothing arrived is rolled back instead of committed (seed
-    ``hoodie.allow.empty.commit``); offsets only move when records arrived, so none is lost."""
+    allow_empty_commit: bool = False
+    """True: an instant in which no offset moved is committed anyway, an empty commit every
+    interval (Hudi's default, seed ``hoodie.allow.empty.commit``). False: such an instant is
+    withdrawn and leaves nothing on the table (``services.coordinator.idle``)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -146,3 +146,9 @@ def test_withdraw_closes_the_instant_counts_it_and_says_why_not(tmp_path: Path) 
     assert phase.txn is None
     assert "hudi_sink_instants_skipped_total 1.0" in metrics.render().decode()
 
+
+
+def test_an_idle_instant_is_not_committed_by_default() -> None:
+    """The default (contract: "an instant in which no offset moved is not committed"); empty
+    commits every interval only when asked for (seed ``hoodie.allow.empty.commit=true``)."""
+    assert TransactionConfig().allow_empty_commit is False
