@@ -55,7 +55,9 @@ def check_table(config: SinkConfig) -> tuple[list[Problem], str]:
         except TableFormatError as exc:
             found.append(("table.base_path", f"the table at {base} cannot be kept: {exc}"))
     named = {key for key, _ in found}  # a key hoodie.properties already refused, said once
-    problems += found + [p for p in record_problems(record, table_config, base) if p[0] not in named]
+    if props is not None or record is not None:  # no table yet: nothing was created as anything
+        problems += found + [p for p in record_problems(record, table_config, base)
+                             if p[0] not in named]
     if props is None and record is None:
         return problems, (f"{base} does not exist yet: the first service to start creates it "
                           f"({table_config.write_mode}, record key {table_config.record_key_field})")

@@ -43,6 +43,7 @@ from hudi_sink.shared.deletion.sender import DeletionBacklog, IntentSender, Kafk
 from hudi_sink.shared.errors import HudiSinkBug, HudiSinkError
 from hudi_sink.shared.hudi.sink_log_state import EntryKind
 from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.hudi.table_record import keep_kafka_partitions, partitions_changed
 from hudi_sink.shared.kafka.channel import ControlEndpoint
 from hudi_sink.shared.kafka.clients import KafkaClientFactory
 from hudi_sink.shared.kafka.connection import TopicAdmin
@@ -100,6 +101,8 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         self._parts: CoordinatorParts | None = None
         self._running: CoordinatorClients | None = None
         self._backlog: DeletionBacklog | None = None
+        self._key_partitions: int | None = None
+        """Upsert mode: the data topic's partition count the table recorded (keys map to it)."""
 
     @property
     def clients(self) -> CoordinatorClients:
@@ -173,7 +176,12 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         cfg = self.config
         await kafka_prelude(cfg, self.set_not_ready, data_topics=True)
         admin = await self._factory.admin(f"coordinator-{self.sender.id}")
-        await asyncio.to_thread(self._table.initialize, cfg.table, self.schema)
+        count = await self._upsert_partition_count(admin)
+        await asyncio.to_thread(self._table.initialize, cfg.table, self.schema,
+                                kafka_partitions=count)
+        if count is not None:  # upsert: record the count, or refuse another one (exit 2)
+            self._key_partitions = await asyncio.to_thread(
+                keep_kafka_partitions, self._fs, cfg.table.base_path, cfg.kafka.topics[0], count)
         producer = await self._factory.producer("hudi-sink-coordinator")
         intents = IntentSender(producer, cfg.deletion_topic, metrics=self.metrics)
         # Deletion intents, now that we can send them; their backlog shows a missing deleter.
@@ -218,11 +226,28 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
     async def _channel_send(self, payload: Outgoing, instant: str, epoch: int) -> None:
         await self.clients.channel.send(payload, commit_time=instant, epoch=epoch)
 
+    async def _upsert_partition_count(self, admin: TopicAdmin) -> int | None:
+        """Upsert mode: the partition count of the one data topic (``kafka_prelude`` waited
+        for it to exist); None in insert mode, which records none."""
+        if self.config.table.write_mode != "upsert":
+            return None
+        topic = self.config.kafka.topics[0]
+        counts = await admin.partition_counts([topic])
+        if topic not in counts:
+            raise HudiSinkError(f"data topic {topic!r} no longer exists")
+        return counts[topic]
+
     async def _expected_partitions(self) -> frozenset[PartitionKey]:
         counts = await self.clients.admin.partition_counts(list(self.config.kafka.topics))
         missing = [t for t in self.config.kafka.topics if t not in counts]
         if missing:
             raise HudiSinkError(f"data topic(s) {missing} no longer exist")
+        if self._key_partitions is not None:  # upsert: a count changed while running → exit 2
+            topic = self.config.kafka.topics[0]
+            refused = partitions_changed(self.config.table.base_path, topic,
+                                         self._key_partitions, counts[topic])
+            if refused is not None:
+                raise refused
         return frozenset((t, p) for t, n in counts.items() for p in range(n))
 
     # --- REST (rest.TransactionControl, rest.MaintenanceControl) ---------------------------
@@ -275,6 +300,10 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
                 "last": m.last, "last_error": m.last_error}
 
     def clustering_refused(self) -> str | None:
+        if self.config.table.write_mode == "upsert":  # the config refuses clustering.enabled
+            return ("clustering is refused with table.write_mode: upsert (a replacecommit "
+                    "would race the owners' new slices of the groups it rewrites; write-time "
+                    "file sizing, table.small_file_bytes, keeps files few)")
         if self.config.maintenance.clustering.enabled:
             return None
         return ("clustering is off (opt-in: readers that follow only .commit actions read a "

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.schema.table_schema import TableSchema
@@ -62,12 +62,46 @@ def upsert_unavailable(write_mode: str) -> ConfigError | None:
                        "table.write_mode")
 
 
+_BOOL: TypeAdapter[bool] = TypeAdapter(bool)
+
+
+def _flag(section: Any, name: str, default: bool) -> bool | None:
+    """``maintenance.<section>.enabled`` as the model will read it (an environment variable's
+    ``"false"`` is false), its default when unset; None when it is no boolean (the model
+    reports that value itself)."""
+    value = section.get(name, default) if isinstance(section, Mapping) else default
+    try:
+        return _BOOL.validate_python(value)
+    except ValidationError:
+        return None
+
+
+def _maintenance_problems(data: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The table services upsert mode needs and the one it refuses."""
+    maintenance = data.get("maintenance")
+    maintenance = maintenance if isinstance(maintenance, Mapping) else {}
+    problems: list[tuple[str, str]] = []
+    if _flag(maintenance.get("cleaner"), "enabled", True) is False:
+        problems.append(("maintenance.cleaner.enabled", "false is refused with table.write_mode: "
+                         "upsert: every update writes a new slice of its file group and "
+                         "supersedes the old one, and only the cleaner removes superseded "
+                         "slices, so without it they would pile up forever"))
+    if _flag(maintenance.get("clustering"), "enabled", False) is True:
+        problems.append(("maintenance.clustering.enabled", "true is refused with "
+                         "table.write_mode: upsert: a replacecommit would race the owners' new "
+                         "slices of the groups it rewrites; clustering is refused in upsert "
+                         "mode, and write-time file sizing (table.small_file_bytes) keeps files "
+                         "few"))
+    return problems
+
+
 def mode_problems(data: Mapping[str, Any]) -> list[tuple[str, str]]:
     """What ``table.write_mode: upsert`` asks of other keys, from the merged file and
     environment before validation (so these are reported beside the model's problems, and
     "given" means written in the file or the environment): an explicit record key — the
     default ``id`` is no key to merge on — and one topic, since a key's versions are ordered
-    by offset within one Kafka partition and two topics have no order between them."""
+    by offset within one Kafka partition and two topics have no order between them; the
+    cleaner on (superseded slices) and clustering off (it would race the groups' owners)."""
     table = data.get("table")
     if not isinstance(table, Mapping) or table.get("write_mode") != "upsert":
         return []
@@ -82,7 +116,7 @@ def mode_problems(data: Mapping[str, Any]) -> list[tuple[str, str]]:
         problems.append(("kafka.topics", f"table.write_mode: upsert reads one topic (got "
                          f"{len(topics)}): a key's versions are ordered by offset within one "
                          "partition, and two topics have no order between them"))
-    return problems
+    return problems + _maintenance_problems(data)
 
 
 def delete_field_problem(delete_field: str | None, schema: TableSchema) -> str | None:

@@ -65,17 +65,21 @@ class HudiTable:
         """Whether ``.hoodie/hoodie.properties`` exists."""
         return self.fs.exists(self.properties_path)
 
-    def initialize(self, table: TableConfig, schema: TableSchema) -> None:
+    def initialize(self, table: TableConfig, schema: TableSchema, *,
+                   kafka_partitions: int | None = None) -> None:
         """Create the table if needed, else check that it is the table the config describes.
 
         The properties file is created exclusively, so two processes initialising at once
         cannot both write it: the loser validates the winner's file like any existing one.
         The sink's record of the write mode (``shared.hudi.table_record``) is written first and
-        checked the same way: a config the table was not created for is a ConfigError.
+        checked the same way: a config the table was not created for is a ConfigError. A table
+        created here records ``kafka_partitions`` (upsert mode: the data topic's partition
+        count, which only the coordinator knows; others leave it to the coordinator).
         """
         self.fs.makedirs(self.meta_path)
         exists = self.fs.exists(self.properties_path)
-        check_table_record(self.fs, self.base_path, table, create=not exists)
+        check_table_record(self.fs, self.base_path, table, create=not exists,
+                           kafka_partitions=kafka_partitions)
         if not exists:
             data = format_properties(table_properties(table, schema))
             if self.fs.create_exclusive(self.properties_path, data):

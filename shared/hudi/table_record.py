@@ -15,12 +15,20 @@ the table at once agree on one record): a table whose properties exist has its r
 unless it was created before the record existed — such a table is an insert-mode table, as
 every table was then. A crash between the two leaves the record and no properties; the next
 start finds the record and checks the config against it, as for any table.
+
+In upsert mode the record holds one more fact, the data topic's partition count
+(``kafka_partitions``): keys are mapped to Kafka partitions and a partition's participant owns
+the file groups its keys live in, so a changed count re-maps keys to other partitions and two
+writers would hold one key. The coordinator, which knows the topic, records the count when it
+creates the table, or on its first start when another service created the table without it
+(an atomic replace of the file keeping every other field), and refuses to start when the topic
+has another count (``keep_kafka_partitions``). Insert mode records nothing.
 """
 
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import orjson
 
@@ -29,7 +37,8 @@ from hudi_sink.shared.errors import ConfigError, TableFormatError
 from hudi_sink.shared.hudi import layout
 from hudi_sink.shared.storage.fs import FileSystem
 
-__all__ = ["TableRecord", "read_record", "record_problems", "check_table_record"]
+__all__ = ["TableRecord", "read_record", "record_problems", "check_table_record",
+           "partitions_changed", "keep_kafka_partitions"]
 
 
 @dataclass(frozen=True)
@@ -43,8 +52,9 @@ class TableRecord:
     """The data topic's partition count keys were spread over; None until recorded."""
 
     @classmethod
-    def of(cls, table: TableConfig) -> TableRecord:
-        return cls(table.write_mode, table.record_key_fields, table.precombine_field)
+    def of(cls, table: TableConfig, kafka_partitions: int | None = None) -> TableRecord:
+        return cls(table.write_mode, table.record_key_fields, table.precombine_field,
+                   kafka_partitions)
 
     def to_json(self) -> bytes:
         return orjson.dumps({
@@ -108,14 +118,51 @@ def record_problems(recorded: TableRecord | None, table: TableConfig,
 
 
 def check_table_record(fs: FileSystem, base_path: str, table: TableConfig, *,
-                       create: bool) -> None:
+                       create: bool, kafka_partitions: int | None = None) -> None:
     """Refuse a config the table was not created for (ConfigError naming each key). With
     ``create`` (the table has no ``hoodie.properties`` yet), write the record first unless one
-    exists (a concurrent creator's, or one a crash left): that one is checked instead."""
+    exists (a concurrent creator's, or one a crash left): that one is checked instead.
+    ``kafka_partitions`` is recorded with a table created here (upsert mode's coordinator)."""
     if create:
         fs.makedirs(posixpath.dirname(_path(base_path)))
-        if fs.create_exclusive(_path(base_path), TableRecord.of(table).to_json()):
+        record = TableRecord.of(table, kafka_partitions)
+        if fs.create_exclusive(_path(base_path), record.to_json()):
             return
     problems = record_problems(read_record(fs, base_path), table, base_path)
     if problems:
         raise ConfigError(problems[0][1], problems[0][0], problems=problems)
+
+
+def partitions_changed(base_path: str, topic: str, recorded: int, current: int) -> ConfigError | None:
+    """The refusal of a data topic whose partition count is not the one the upsert table at
+    ``base_path`` recorded, naming ``kafka.topics``; None when the counts agree."""
+    if recorded == current:
+        return None
+    return ConfigError(
+        f"topic {topic!r} has {current} partitions, but the upsert table at {base_path} "
+        f"recorded {recorded} ({layout.SINK_TABLE_FILE}): another count maps keys to other "
+        f"partitions, so two writers would hold one key; read a topic with {recorded} "
+        "partitions, or write this topic into a new table (another table.base_path)",
+        "kafka.topics")
+
+
+def keep_kafka_partitions(fs: FileSystem, base_path: str, topic: str, count: int) -> int:
+    """An upsert table's recorded partition count of its data topic ``topic``, which has
+    ``count`` now: recorded here when the record holds none yet (an atomic replace keeping the
+    other fields), else compared; ConfigError naming ``kafka.topics`` when they differ. Call
+    after ``HudiTable.initialize`` (the record exists and matches the config)."""
+    path = _path(base_path)
+    record = read_record(fs, base_path)
+    if record is None or record.write_mode != "upsert":
+        raise TableFormatError(f"{path}: no upsert table's record to keep a partition count in")
+    if record.kafka_partitions is None:
+        fs.write_atomic(path, replace(record, kafka_partitions=count).to_json())
+        # Two coordinators starting at once while the count changes each write the count
+        # they saw; the file keeps one. The other is refused here when it reads the file back
+        # after the winner wrote, else on its next start (a window this narrow is not closed).
+        record = read_record(fs, base_path) or record
+    recorded = record.kafka_partitions if record.kafka_partitions is not None else count
+    refused = partitions_changed(base_path, topic, recorded, count)
+    if refused is not None:
+        raise refused
+    return recorded

@@ -71,3 +71,23 @@ def test_the_coordinator_refuses_clustering_unless_it_is_enabled(tmp_path: Path)
     refused = service().clustering_refused()  # the default: off
     assert refused is not None and "maintenance.clustering.enabled: true" in refused
     assert service(enabled=True).clustering_refused() is None
+
+
+def test_upsert_mode_refuses_clustering_naming_the_write_mode(tmp_path: Path) -> None:
+    """In upsert mode clustering can never be on (``config check`` refuses it), so the 409
+    names ``table.write_mode`` instead of asking for a key that would be refused."""
+
+    class Leading(CoordinatorService):
+        is_leader = True  # type: ignore[assignment]  # leads without Kafka: only the route runs
+
+    service = Leading(config_from_mapping({
+        "name": "t", "kafka": {"topics": ["d"]},
+        "table": {"base_path": str(tmp_path / "table"), "schema": "id STRING",
+                  "write_mode": "upsert", "record_key_field": "id"}}, environ={}))
+    refused = service.clustering_refused()
+    assert refused is not None and "table.write_mode: upsert" in refused
+    assert "maintenance.clustering.enabled" not in refused
+    app = FastAPI()
+    app.include_router(build_maintenance_router(service))
+    response = TestClient(app).post("/maintenance/clustering")
+    assert response.status_code == 409 and response.json()["detail"] == refused
