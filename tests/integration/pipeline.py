@@ -237,6 +237,20 @@ class Pipeline:
         return subprocess.Popen(self._produce_args(records, rate), env={**os.environ, **self.env},
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
+    def produce_keyed(self, args: list[str], rate: float | None = None) -> None:
+        """``hudi-sink produce`` with keyed arguments (``--key-space``, ``--records`` …)."""
+        result = subprocess.run(self._keyed_args(args, rate), capture_output=True, text=True,
+                                timeout=600, env={**os.environ, **self.env})
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    def produce_keyed_in_background(self, args: list[str], rate: float) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(self._keyed_args(args, rate), env={**os.environ, **self.env},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def _keyed_args(self, args: list[str], rate: float | None) -> list[str]:
+        return [HUDI_SINK, "produce", "--config", str(self.config_path), "--partitions",
+                str(self.partitions), *args, *(["--rate", str(rate)] if rate else [])]
+
     def _produce_args(self, records: int, rate: float | None) -> list[str]:
         args = [HUDI_SINK, "produce", "--config", str(self.config_path), "--records", str(records),
                 "--partitions", str(self.partitions)]
