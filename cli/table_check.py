@@ -4,8 +4,7 @@ created for fails here (exit 2, each problem naming its key), not at the first s
 It checks what every service checks when it opens the table (``HudiTable.initialize``): the
 table's ``hoodie.properties`` against ``table.*`` (name, record key, partitioning) and the
 sink's record of how the table was created (``shared.hudi.table_record``: write mode, and in
-upsert mode the record key and precombine field). It also reports the build's refusal of
-upsert mode while the merge is not in it (``shared.config.keyed.UPSERT_AVAILABLE``).
+upsert mode the record key and precombine field).
 
 Only a local table is read: an object store is left to the services (its credentials and
 endpoint may be the pod's only, and an unreachable one would hang the check in retries), and
@@ -14,7 +13,6 @@ so is a local path that cannot be read (permissions). Nothing is written.
 
 from __future__ import annotations
 
-from hudi_sink.shared.config.keyed import upsert_unavailable
 from hudi_sink.shared.config.settings import SinkConfig
 from hudi_sink.shared.errors import ConfigError, TableFormatError
 from hudi_sink.shared.hudi.properties import validate_properties
@@ -28,12 +26,9 @@ Problem = tuple[str | None, str]
 
 
 def check_table(config: SinkConfig) -> tuple[list[Problem], str]:
-    """The problems of ``config`` against its table (and this build), and one line saying
+    """The problems of ``config`` against its table, and one line saying
     what was found."""
     problems: list[Problem] = []
-    refused = upsert_unavailable(config.table.write_mode)
-    if refused is not None:
-        problems += refused.problems
     base, table_config = config.table.base_path, config.table
     if is_object_store(base):
         return problems, f"{base} not read (an object store: each service checks it at start)"

@@ -47,7 +47,6 @@ from hudi_sink.services.participant.schema_fetches import BackgroundSchemas
 from hudi_sink.services.participant.staging_upload import writer_for
 from hudi_sink.services.participant.transaction import TransactionParticipant
 from hudi_sink.services.participant.views import PartitionView
-from hudi_sink.shared.config.keyed import upsert_unavailable
 from hudi_sink.shared.config.settings import SinkConfig
 from hudi_sink.shared.hudi import layout
 from hudi_sink.shared.hudi.table import HudiTable
@@ -72,9 +71,6 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         """``faults`` is the process's fault plan (the CLI passes
         ``Faults.from_environment()``; none by default); ``clock`` is monotonic seconds for
         every timing decision (drains, re-announcements, flush durations)."""
-        refused = upsert_unavailable(config.table.write_mode)  # never append in upsert mode
-        if refused is not None:
-            raise refused
         super().__init__(config)
         self._faults = faults if faults is not None else Faults()
         self._factory = clients if clients is not None else KafkaClientFactory(config)

@@ -1,16 +1,11 @@
 """Keyed writes' config: the ``upsert`` section, the checks of ``table.write_mode: upsert``
-that need more than one key, and the build's gate.
+that need more than one key.
 
 ``table.write_mode`` (``insert | upsert``) and the key fields live in ``table``
 (``shared.config.settings``); this module holds what only upsert mode reads — how a record's
 Kafka key is read (tombstones carry no value), which partitioner the producers used (a key must
 live in one Kafka partition, so in one file group), and the soft-delete field — and the checks
 that relate ``table`` to other sections or to the schema, each naming its key.
-
-``UPSERT_AVAILABLE`` is the one switch of a build whose merge does not exist yet: a participant
-refuses upsert mode at start (exit 2 naming ``table.write_mode``) rather than silently append
-every version of every key, and ``config check`` reports the same line. The build that
-ships the merge sets it True; nothing else changes.
 """
 
 from __future__ import annotations
@@ -20,15 +15,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.schema.table_schema import TableSchema
 
-__all__ = ["UpsertConfig", "UPSERT_AVAILABLE", "upsert_unavailable", "delete_field_problem",
+__all__ = ["UpsertConfig", "delete_field_problem",
            "mode_problems"]
-
-UPSERT_AVAILABLE = False
-"""Whether this build merges (``table.write_mode: upsert``); see the module doc."""
-
 
 class UpsertConfig(BaseModel):
     """How upsert mode (``table.write_mode: upsert``) reads keys and deletes; unused in
@@ -52,14 +42,6 @@ class UpsertConfig(BaseModel):
     key. A column of ``table.schema``."""
     delete_marker: str = Field("true", min_length=1)
     """The text of ``delete_field`` that means "deleted" (a boolean true reads as ``true``)."""
-
-
-def upsert_unavailable(write_mode: str) -> ConfigError | None:
-    """The refusal of upsert mode by a build without the merge (``UPSERT_AVAILABLE``)."""
-    if write_mode != "upsert" or UPSERT_AVAILABLE:
-        return None
-    return ConfigError("upsert is not available in this build yet (use insert)",
-                       "table.write_mode")
 
 
 _BOOL: TypeAdapter[bool] = TypeAdapter(bool)

@@ -62,6 +62,9 @@ def _run(broker: EmbeddedBroker, tmp_path: Path, name: str, *, rate: int, second
         "transaction": {"interval_ms": 1000, "write_status_timeout_ms": 60000,
                         "flush_records": 100000, "resend_interval_ms": 1000},
         "deletion": {"send_delay_s": 1, "reconsume_later_s": 2, "orphan_min_age_s": 3600},
+        # Packing off: clustering never takes a group its owner may still pack into, and
+        # this run is about clustering, cleaning and archival of many small files.
+        "table": {"small_file_bytes": 0},
         "maintenance": {**MAINTENANCE, **({"archival": archival} if archival else {}),
                         "clustering": {**MAINTENANCE["clustering"], "min_files": min_files}},
     })

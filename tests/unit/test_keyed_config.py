@@ -12,10 +12,8 @@ import pytest
 import yaml
 
 from hudi_sink.cli.main import main
-from hudi_sink.shared.config import keyed
 from hudi_sink.shared.config.settings import config_from_mapping, load_config
 from hudi_sink.shared.errors import ConfigError
-from hudi_sink.shared.hudi.properties import table_properties
 
 DDL = "id STRING, seq BIGINT, day STRING, amount DOUBLE, deleted BOOLEAN"
 UPSERT = {"table": {"write_mode": "upsert", "record_key_field": "id", "schema": DDL}}
@@ -128,30 +126,3 @@ def test_config_check_shows_where_each_new_key_came_from(
     assert 'key_partitioner: "crc32"  # env' in out
     assert 'delete_field: "deleted"  # file' in out
     assert f"# table: {tmp_path / 't'} does not exist yet" in out
-
-
-def test_the_build_without_the_merge_refuses_upsert_in_one_place(monkeypatch: pytest.MonkeyPatch) -> None:
-    refused = keyed.upsert_unavailable("upsert")
-    if keyed.UPSERT_AVAILABLE:
-        assert refused is None
-        return
-    assert refused is not None and refused.key == "table.write_mode"
-    assert "not available in this build" in str(refused)
-    assert keyed.upsert_unavailable("insert") is None
-    monkeypatch.setattr(keyed, "UPSERT_AVAILABLE", True)
-    assert keyed.upsert_unavailable("upsert") is None
-
-
-@pytest.mark.parametrize(("key", "partition", "generator"), [
-    ("id", "day", "org.apache.hudi.keygen.SimpleKeyGenerator"),
-    ("id, seq", "day", "org.apache.hudi.keygen.ComplexKeyGenerator"),
-    ("id", None, "org.apache.hudi.keygen.NonpartitionedKeyGenerator"),
-    ("id,seq", None, "org.apache.hudi.keygen.NonpartitionedKeyGenerator"),  # spells a:1,b:2 too
-])
-def test_hoodie_properties_record_the_key_fields_and_hudis_key_generator(
-        key: str, partition: str | None, generator: str) -> None:
-    table = config_from_mapping({"table": {"schema": DDL, "record_key_field": key,
-                                           "partition_field": partition}}, environ={}).table
-    props = table_properties(table, table.table_schema())
-    assert props["hoodie.table.recordkey.fields"] == key.replace(" ", "")
-    assert props["hoodie.table.keygenerator.class"] == generator

@@ -14,7 +14,6 @@ import orjson
 import pytest
 import yaml
 
-from hudi_sink.shared.config import keyed
 from hudi_sink.shared.config.settings import SinkConfig, config_from_mapping
 from hudi_sink.shared.errors import ConfigError, TableFormatError
 from hudi_sink.shared.hudi import layout
@@ -140,16 +139,3 @@ def test_config_check_refuses_upsert_without_an_explicit_key(tmp_path: Path) -> 
     assert result.returncode == 2
     assert "table.record_key_field: required with table.write_mode: upsert" in result.stderr
     assert not (tmp_path / "t").exists()
-
-
-@pytest.mark.skipif(keyed.UPSERT_AVAILABLE, reason="this build merges")
-def test_without_the_merge_upsert_is_refused_by_config_check_and_the_participant(
-        tmp_path: Path) -> None:
-    table = {"base_path": str(tmp_path / "t"), "write_mode": "upsert", "record_key_field": "id"}
-    line = "table.write_mode: upsert is not available in this build yet"
-    result = _check(tmp_path, table)
-    assert result.returncode == 2 and line in result.stderr
-    started = subprocess.run([HUDI_SINK, "participant", "--config", str(tmp_path / "check.yaml")],
-                             capture_output=True, text=True, timeout=120)
-    assert started.returncode == 2 and line in started.stderr
-    assert not (tmp_path / "t").exists()  # refused before it created anything

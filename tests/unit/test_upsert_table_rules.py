@@ -17,7 +17,6 @@ import orjson
 import pytest
 import yaml
 
-from hudi_sink.shared.config import keyed
 from hudi_sink.shared.config.settings import SinkConfig, config_from_mapping
 from hudi_sink.shared.errors import ConfigError, TableFormatError
 from hudi_sink.shared.hudi import layout
@@ -87,15 +86,9 @@ def test_config_check_of_an_upsert_table_not_created_yet_says_so(tmp_path: Path)
     """No table yet is no insert table: nothing at ``base_path`` was created as anything."""
     result = _check(tmp_path, {"table": {**UPSERT, "base_path": str(tmp_path / "t")}})
     assert "was created as" not in result.stderr
-    if keyed.UPSERT_AVAILABLE:
-        assert result.returncode == 0, result.stderr
-        assert (f"# table: {tmp_path / 't'} does not exist yet: the first service to start "
-                "creates it (upsert, record key id)") in result.stdout
-    else:
-        assert result.returncode == 2
-        assert _lines(result.stderr) == {"table.write_mode": "upsert is not available in this "
-                                         "build yet (use insert)"}
-    assert not (tmp_path / "t").exists()
+    assert result.returncode == 0, result.stderr
+    assert (f"# table: {tmp_path / 't'} does not exist yet: the first service to start "
+            "creates it (upsert, record key id)") in result.stdout
 
 
 def test_upsert_defaults_pass_the_rules() -> None:
