@@ -110,8 +110,9 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         cfg = self.config
         if cfg.table.write_mode != "upsert":
             return None
+        avro_keys = cfg.upsert.kafka_key_format == "avro"
         spec = KeyedSpec(key_fields=cfg.table.record_key_fields, envelope=cfg.kafka.envelope,
-                         kafka_key_format=cfg.upsert.kafka_key_format,
+                         kafka_key_format="json" if avro_keys else cfg.upsert.kafka_key_format,
                          delete_field=cfg.upsert.delete_field, delete_marker=cfg.upsert.delete_marker)
 
         def partitions() -> int | None:
@@ -121,7 +122,8 @@ class ParticipantService(ServiceShell[ParticipantClients]):
 
         return KeyedDecoder(spec, partitioner=cfg.upsert.key_partitioner,
                             precombine_field=cfg.table.precombine_field,
-                            partitions_of_topic=partitions)
+                            partitions_of_topic=partitions,
+                            key_parser=self._avro.parse if avro_keys and self._avro else None)
 
     def _new_partition(self, topic: str, partition: int) -> TransactionParticipant:
         keyed = self._keyed_decoder(topic)

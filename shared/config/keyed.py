@@ -26,10 +26,12 @@ class UpsertConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kafka_key_format: Literal["string", "json"] = "string"
+    kafka_key_format: Literal["string", "json", "avro"] = "string"
     """How a record's Kafka key is read where the value holds none (a tombstone: null value):
     ``string``, the key as UTF-8 text; ``json``, an object holding the key fields (Debezium's
-    keys are JSON structs, with or without a Connect schema)."""
+    keys are JSON structs, with or without a Connect schema); ``avro``, a Confluent Avro struct
+(Debezium's AvroConverter keys), decoded like Avro values (``kafka.value_format: avro``, the
+registry)."""
     key_partitioner: Literal["murmur2", "crc32", "none"] = "murmur2"
     """The partitioner the producers used: ``murmur2`` is Kafka's default partitioner (Java
     clients, ``hudi-sink produce``), ``crc32`` librdkafka's ``consistent_random``. A record whose
@@ -98,6 +100,12 @@ def mode_problems(data: Mapping[str, Any]) -> list[tuple[str, str]]:
         problems.append(("kafka.topics", f"table.write_mode: upsert reads one topic (got "
                          f"{len(topics)}): a key's versions are ordered by offset within one "
                          "partition, and two topics have no order between them"))
+    upsert = data.get("upsert")
+    key_format = upsert.get("kafka_key_format") if isinstance(upsert, Mapping) else None
+    value_format = kafka.get("value_format") if isinstance(kafka, Mapping) else None
+    if key_format == "avro" and value_format != "avro":
+        problems.append(("upsert.kafka_key_format", "avro keys are decoded like Avro values: "
+                         "they need kafka.value_format: avro (and its registry)"))
     return problems + _maintenance_problems(data)
 
 

@@ -126,3 +126,13 @@ def test_config_check_shows_where_each_new_key_came_from(
     assert 'key_partitioner: "crc32"  # env' in out
     assert 'delete_field: "deleted"  # file' in out
     assert f"# table: {tmp_path / 't'} does not exist yet" in out
+
+
+def test_avro_message_keys_need_avro_values() -> None:
+    from hudi_sink.shared.config.keyed import mode_problems
+
+    base = {"table": {"write_mode": "upsert", "record_key_field": "id"},
+            "upsert": {"kafka_key_format": "avro"}}
+    assert ("upsert.kafka_key_format" in
+            {key for key, _ in mode_problems({**base, "kafka": {"value_format": "json"}})})
+    assert mode_problems({**base, "kafka": {"value_format": "avro"}}) == []

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
 from hudi_sink.services.participant.decoded import Deferred, Rejected, Row, Skipped
 from hudi_sink.services.participant.keyed.envelope import (
     TOMBSTONE,
@@ -25,9 +27,11 @@ from hudi_sink.services.participant.keyed.fold import Change
 from hudi_sink.services.participant.keyed.partitioners import partition_mismatch
 from hudi_sink.shared.hudi.record_key import key_text
 
-__all__ = ["KeyedDecoder", "KeyedResult"]
+__all__ = ["KeyedDecoder", "KeyedResult", "KeyParser"]
 
 KeyedResult = Change | Rejected | Deferred
+KeyParser = Callable[[bytes], "dict[str, Any] | Rejected | Deferred | None"]
+"""A message key's decoder (the Avro value reader's ``parse``)."""
 """A change of a key, a bad record, or a record to retry later (a registry out of reach)."""
 
 
@@ -36,8 +40,12 @@ class KeyedDecoder:
     decodes one record at a time, on the event loop)."""
 
     def __init__(self, spec: KeyedSpec, *, partitioner: str, precombine_field: str | None,
-                 partitions_of_topic: Callable[[], int | None]) -> None:
+                 partitions_of_topic: Callable[[], int | None],
+                 key_parser: KeyParser | None = None) -> None:
         self._spec = spec
+        self._key_parser = key_parser
+        """Avro message keys (``upsert.kafka_key_format: avro``): decoded to their struct and
+        read as a JSON key (``spec`` then says ``json``)."""
         self._partitioner = partitioner
         self._precombine = precombine_field
         self._partitions_of_topic = partitions_of_topic
@@ -58,6 +66,12 @@ class KeyedDecoder:
             mismatch = partition_mismatch(self._partitioner, message_key, partition, partitions)
             if mismatch is not None:
                 return mismatch
+        if self._key_parser is not None and message_key is not None:
+            decoded = self._key_parser(message_key)
+            if isinstance(decoded, Deferred):
+                return decoded
+            if isinstance(decoded, dict):
+                message_key = orjson.dumps(decoded, default=str)
         self._message_key = message_key
         try:
             result = decode(value)
