@@ -59,7 +59,7 @@ def test_a_bad_value_names_its_key_and_its_variable() -> None:
     assert "HUDI_SINK__TABLE__WRITE_MODE" in problems["table.write_mode"]
     assert "table.small_file_bytes" in _problems({"table": {"small_file_bytes": -1}})
     assert "kafka.envelope" in _problems({"kafka": {"envelope": "maxwell"}})
-    assert "upsert.kafka_key_format" in _problems({"upsert": {"kafka_key_format": "avro"}})
+    assert "upsert.kafka_key_format" in _problems({"upsert": {"kafka_key_format": "protobuf"}})
 
 
 def test_upsert_needs_a_record_key_given_explicitly() -> None:
