@@ -16,6 +16,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as KafkaTopicPartition
 from eventually import eventually
 from pipeline import HUDI_SINK, Pipeline
+from upsert_oracle import murmur2_partition
 
 from hudi_sink.cli.broker import EmbeddedBroker
 
@@ -103,8 +104,10 @@ def test_upsert_snapshot_equals_the_fold_of_the_topic(
         pipeline.stop_all()
 
 
-async def _send(bootstrap: str, topic: str, records: list[tuple[str, dict[str, object] | None]]) -> None:
-    """Keyed records (value None: a tombstone), Kafka's default partitioner."""
+async def _send(bootstrap: str, topic: str, records: list[tuple[str, dict[str, object] | None]],
+                partition: int | None = None) -> None:
+    """Keyed records (value None: a tombstone), Kafka's default partitioner unless
+    ``partition`` forces one."""
     from aiokafka import AIOKafkaProducer
 
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
@@ -112,9 +115,28 @@ async def _send(bootstrap: str, topic: str, records: list[tuple[str, dict[str, o
     try:
         for key, value in records:
             await producer.send_and_wait(topic, None if value is None else orjson.dumps(value),
-                                         key=key.encode())
+                                         key=key.encode(), partition=partition)
     finally:
         await producer.stop()
+
+
+async def _dead_letters(bootstrap: str, topic: str) -> list[bytes]:
+    """The error class header of every record in the DLQ topic."""
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        found: list[bytes] = []
+        idle = 0
+        while idle < 3:
+            batch = await consumer.getmany(timeout_ms=700)
+            got = [dict(r.headers).get("hudi.sink.error.class", b"") for rs in batch.values()
+                   for r in rs]
+            found += got
+            idle = 0 if got else idle + 1
+        return found
+    finally:
+        await consumer.stop()
 
 
 def _row(key: str, ts_ms: int, amount: float) -> dict[str, object]:
@@ -145,7 +167,11 @@ def test_precombine_keeps_the_newer_stored_version_and_counts_the_older_one(
                   + [(k, _row(k, base + 1000, 3.0)) for k in keys[20:40]]  # a tie: applies
                   + [(k, None) for k in keys[40:50]])                      # tombstones
         asyncio.run(_send(broker.bootstrap, pipeline.topic, second))
-        total = len(first) + len(second)
+        # A record whose key belongs to another partition is a bad record, never a write.
+        owner = murmur2_partition(b"k0", pipeline.partitions)
+        asyncio.run(_send(broker.bootstrap, pipeline.topic, [("k0", _row("k0", base + 9000, 9.0))],
+                          partition=(owner + 1) % pipeline.partitions))
+        total = len(first) + len(second) + 1
         eventually(lambda: sum(pipeline.latest_offsets().values()) == total, 240,
                    "the second versions committed", every_s=1)
         table = pipeline.read()
@@ -154,11 +180,14 @@ def test_precombine_keeps_the_newer_stored_version_and_counts_the_older_one(
         assert set(amounts) == set(keys[:40] + keys[50:])
         assert all(amounts[k] == 1.0 for k in keys[:20] + keys[50:])
         assert all(amounts[k] == 3.0 for k in keys[20:40])
-        superseded = deleted = 0
+        superseded = deleted = dead = 0
         for instant in pipeline.completed_commits():
             extra = orjson.loads((pipeline.timeline / f"{instant}.commit").read_bytes())["extraMetadata"]
             superseded += int(extra.get("hudi.sink.records.superseded", 0))
             deleted += int(extra.get("hudi.sink.records.deleted", 0))
-        assert superseded == 20 and deleted == 10, (superseded, deleted)
+            dead += int(extra["hudi.sink.records.dlq"])
+        assert superseded == 20 and deleted == 10 and dead == 1, (superseded, deleted, dead)
+        dlq = asyncio.run(_dead_letters(broker.bootstrap, f"{unique_name}-dlq"))
+        assert dlq == [b"KeyPartitionMismatch"], dlq
     finally:
         pipeline.stop_all()
