@@ -76,8 +76,8 @@ class Reporter:
             except DeadLetterSendError as exc:
                 # A committed offset must never hide a lost dead letter: carry this instant.
                 state.give_up(instant, str(exc))
-        if state.counters.skipped:
-            self._rt.metrics.records_skipped(state.topic, state.counters.skipped)
+        if state.counters.records_skipped:
+            self._rt.metrics.records_skipped(state.topic, state.counters.records_skipped)
         if state.instant != instant or state.phase is not PartitionPhase.ENDING:
             return
         status = state.build_status()

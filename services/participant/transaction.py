@@ -27,7 +27,7 @@ from hudi_sink.services.participant.decoder import RecordDecoder
 from hudi_sink.services.participant.keyed.changes import KeyedDecoder
 from hudi_sink.services.participant.keyed.fold import Change, Folded, KeyedFold, Outcome
 from hudi_sink.shared.kafka.partition_key import PartitionKey
-from hudi_sink.shared.kafka.protocol import StagedFile, WriteStatus
+from hudi_sink.shared.kafka.protocol import StagedFile, WriteCounts, WriteStatus
 from hudi_sink.shared.runtime.states import PARTITION_TRANSITIONS, PartitionPhase, StateMachine
 
 __all__ = ["TransactionParticipant", "PendingBuffer", "DRAIN_MIN_S", "DRAIN_MAX_S"]
@@ -49,17 +49,6 @@ class PendingBuffer:
     pack into a small file group (``services.participant.packing``)."""
     changes: dict[str, Folded] | None = None
     """Upsert mode: the instant's changes folded per record key (``rows`` stay empty)."""
-
-
-@dataclass
-class _Counters:
-    written: int = 0
-    dlq: int = 0
-    skipped: int = 0
-    unknown_fields: int = 0
-    deleted: int = 0
-    delete_noop: int = 0
-    superseded: int = 0
 
 
 @dataclass
@@ -97,7 +86,8 @@ class TransactionParticipant:
     """Upsert mode: this instant's changes so far."""
     staged: list[StagedFile] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
-    counters: _Counters = field(default_factory=_Counters)
+    counters: WriteCounts = field(default_factory=WriteCounts)
+    """This instant's counts so far, as its WriteStatus will report them."""
     failure: str | None = None
     deferred: str | None = None
     """Why intake stopped before ``next_offset`` for now (a registry out of reach); the intake
@@ -164,7 +154,7 @@ class TransactionParticipant:
         self.flush_no = 0
         self.staged = []
         self.dead_letters = []
-        self.counters = _Counters()
+        self.counters = WriteCounts()
         self.failure = None
         self.gave_up = None
         self.drain_started = None
@@ -199,9 +189,10 @@ class TransactionParticipant:
                 self.rows.append(result)
                 self.offsets.append(offset)
                 self.buffered_bytes += len(record.value)
-                self.counters.unknown_fields += result.unknown_fields
+                if result.unknown_fields:  # spares the usual row a model attribute set (~0.6 µs)
+                    self.counters.unknown_fields += result.unknown_fields
             elif isinstance(result, Skipped):
-                self.counters.skipped += 1
+                self.counters.records_skipped += 1
             elif isinstance(result, Deferred):
                 # Good data that cannot be decoded now: stop before it (the intake seeks back
                 # and pauses the partition); nothing past it is accepted or committed.
@@ -226,7 +217,7 @@ class TransactionParticipant:
                         value=record.value,
                     )
                 )
-                self.counters.dlq += 1
+                self.counters.records_dlq += 1
             self.next_offset = offset + 1
 
     def _empty_buffer(self) -> None:
@@ -262,11 +253,11 @@ class TransactionParticipant:
         if instant != self.instant:
             return False
         self.staged.extend(files)
-        self.counters.written += sum(f.new_records for f in files)
+        self.counters.records_written += sum(f.new_records for f in files)
         outcomes = outcomes or {}
-        self.counters.deleted += outcomes.get(Outcome.DELETED, 0)
-        self.counters.delete_noop += outcomes.get(Outcome.DELETE_NOOP, 0)
-        self.counters.superseded += outcomes.get(Outcome.SUPERSEDED, 0)
+        self.counters.records_deleted += outcomes.get(Outcome.DELETED, 0)
+        self.counters.records_delete_noop += outcomes.get(Outcome.DELETE_NOOP, 0)
+        self.counters.records_superseded += outcomes.get(Outcome.SUPERSEDED, 0)
         return True
 
     def give_up(self, instant: str, reason: str) -> bool:
@@ -308,14 +299,8 @@ class TransactionParticipant:
             start_offset=self.start_offset,
             next_offset=self.next_offset,
             files=list(self.staged),
-            records_written=self.counters.written,
-            records_dlq=self.counters.dlq,
-            records_skipped=self.counters.skipped,
-            unknown_fields=self.counters.unknown_fields,
-            records_deleted=self.counters.deleted,
-            records_delete_noop=self.counters.delete_noop,
-            records_superseded=self.counters.superseded,
             failed=self.failure,
+            **self.counters.model_dump(),
         )
 
     def reported(self, status: WriteStatus) -> None:

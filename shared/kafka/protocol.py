@@ -27,6 +27,7 @@ __all__ = [
     "StagedFile",
     "StartCommit",
     "EndCommit",
+    "WriteCounts",
     "WriteStatus",
     "AckCommit",
     "ParticipantReady",
@@ -127,17 +128,22 @@ class EndCommit(_Model):
     """None: every participant. Otherwise only partitions that have not answered."""
 
 
-class WriteStatus(_Model):
-    type: Literal[MessageType.WRITE_STATUS] = MessageType.WRITE_STATUS
-    topic: str
-    partition: int = Field(ge=0)
-    start_offset: int = Field(ge=0)
-    next_offset: int = Field(ge=0)
-    files: list[StagedFile] = Field(default_factory=list)
+class WriteCounts(BaseModel):
+    """What one partition's instant came to, as its WriteStatus reports it (flat fields of the
+    status on the wire). Not frozen: the participant counts into one while it accepts records
+    and flushes them, so the list of counts is written once, here."""
+
+    model_config = ConfigDict(extra="ignore")
+
     records_written: int = 0
+    """Rows in the instant's new files (a new slice's rows carried from the old one were
+    counted when first written)."""
     records_dlq: int = 0
+    """Records sent to the dead-letter topic."""
     records_skipped: int = 0
+    """Tombstones (null values) skipped."""
     unknown_fields: int = 0
+    """Fields of written records that are not columns: ignored, counted."""
     records_deleted: int = 0
     """Upsert mode: offsets whose change deleted a stored key."""
     records_delete_noop: int = 0
@@ -145,6 +151,15 @@ class WriteStatus(_Model):
     records_superseded: int = 0
     """Upsert mode: changes replaced by a later one of their key, or older than the stored
     version (``table.precombine_field``): nothing written for them."""
+
+
+class WriteStatus(_Model, WriteCounts):
+    type: Literal[MessageType.WRITE_STATUS] = MessageType.WRITE_STATUS
+    topic: str
+    partition: int = Field(ge=0)
+    start_offset: int = Field(ge=0)
+    next_offset: int = Field(ge=0)
+    files: list[StagedFile] = Field(default_factory=list)
     failed: str | None = None
     """Set when errors.tolerance=fail stopped this partition at a bad record."""
 

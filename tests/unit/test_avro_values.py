@@ -88,7 +88,7 @@ def test_round_trip_through_the_registry_with_basic_auth_and_a_cache() -> None:
     assert p.counters.unknown_fields == 2  # "extra" in both V1 records
     assert [(d.offset, d.error_class) for d in p.dead_letters] == [
         (3, "UnknownSchemaId"), (4, "InvalidAvro"), (5, "InvalidAvro")]
-    assert p.counters.skipped == 1 and p.next_offset == 7
+    assert p.counters.records_skipped == 1 and p.next_offset == 7
 
 
 def test_a_registry_outage_defers_the_partition_instead_of_dead_lettering() -> None:

@@ -77,7 +77,7 @@ def test_envelopes_decode_to_the_payload_rows() -> None:
          "day": date(2023, 11, 14), "n": 2**40, "price": Decimal("1234.56")},
         {"id": "b", "amount": None, "ts": None, "day": None, "n": None, "price": Decimal("-0.05")},
     ]
-    assert p.counters.skipped == 1
+    assert p.counters.records_skipped == 1
     assert [(d.offset, d.error_class) for d in p.dead_letters] == [
         (3, "NotAConnectEnvelope"), (4, "NotAnObject"), (5, "MissingRecordKey")]
     assert p.next_offset == 6

@@ -29,7 +29,7 @@ def test_rows_carry_their_kafka_coordinates() -> None:
         Rec(11, orjson.dumps({"id": "b", "amount": 2.0, "_kafka_offset": "forged"}), None, -1),
         Rec(12, orjson.dumps({"id": "c"}), b"\xff\xfe", None),
     ])
-    assert p.counters.dlq == 0
+    assert p.counters.records_dlq == 0
     table = rows_to_arrow(p.rows, SCHEMA).to_pylist()
     assert [(r["id"], r["_kafka_topic"], r["_kafka_partition"], r["_kafka_offset"]) for r in table] == [
         ("a", "orders", 2, 10), ("b", "orders", 2, 11), ("c", "orders", 2, 12)]

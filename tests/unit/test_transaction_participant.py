@@ -102,7 +102,7 @@ def test_records_below_next_offset_are_skipped_after_refetch() -> None:
     p.accept([good(1), good(2), good(3)])
     assert p.offsets == [0, 1, 2, 3]
     assert p.next_offset == 4
-    assert p.counters.skipped == 0
+    assert p.counters.records_skipped == 0
 
 
 def test_gaps_are_accepted() -> None:
@@ -123,7 +123,7 @@ def test_begin_again_drops_everything_of_the_old_instant() -> None:
     p.begin(T2, 1, 0)  # coordinator aborted T1: restart from its committed offset
     assert (p.instant, p.start_offset, p.next_offset, p.flush_no) == (T2, 0, 0, 0)
     assert p.rows == [] and p.offsets == [] and p.staged == [] and p.dead_letters == []
-    assert (p.counters.written, p.counters.dlq, p.counters.skipped) == (0, 0, 0)
+    assert (p.counters.records_written, p.counters.records_dlq, p.counters.records_skipped) == (0, 0, 0)
     p.accept([good(0), good(1)])
     assert p.offsets == [0, 1]  # offsets are written again for the new instant
 
@@ -137,8 +137,8 @@ def test_each_offset_is_a_row_a_dead_letter_or_a_skipped_tombstone() -> None:
     p.accept([good(100), bad(101), tombstone(102), good(104), bad(107), tombstone(108)])
     assert p.offsets == [100, 104]
     assert [d.offset for d in p.dead_letters] == [101, 107]
-    assert p.counters.skipped == 2
-    assert p.counters.dlq == 2
+    assert p.counters.records_skipped == 2
+    assert p.counters.records_dlq == 2
     assert p.next_offset == 109
     letter = p.dead_letters[0]
     assert (letter.topic, letter.partition, letter.offset) == ("orders", 3, 101)
@@ -201,10 +201,10 @@ def test_every_accepted_offset_ends_exactly_once(
 
     assert row_offsets == [o for o, k in expected.items() if k == "row"]
     assert dlq_offsets == [o for o, k in expected.items() if k == "bad"]
-    assert p.counters.skipped == sum(1 for k in expected.values() if k == "tombstone")
-    assert p.counters.dlq == len(dlq_offsets)
+    assert p.counters.records_skipped == sum(1 for k in expected.values() if k == "tombstone")
+    assert p.counters.records_dlq == len(dlq_offsets)
     assert not set(row_offsets) & set(dlq_offsets)
-    assert len(row_offsets) + len(dlq_offsets) + p.counters.skipped == len(expected)
+    assert len(row_offsets) + len(dlq_offsets) + p.counters.records_skipped == len(expected)
     assert p.next_offset == model_next
     assert all(start <= o < p.next_offset for o in row_offsets + dlq_offsets)
 
@@ -262,7 +262,7 @@ def test_add_staged_counts_written_records() -> None:
     p = _participant()
     p.begin(T1, 1, 0)
     assert p.add_staged(T1, [_staged(T1, 3, 0), _staged(T1, 4, 1)])
-    assert p.counters.written == 7
+    assert p.counters.records_written == 7
     assert [f.file_id for f in p.staged] == ["f0", "f1"]
 
 
@@ -272,9 +272,9 @@ def test_add_staged_ignores_stale_instant() -> None:
     p.begin(T2, 1, 0)
     assert not p.add_staged(T1, [_staged(T1, 5)])  # a flush of T1 that finished late
     assert p.staged == []
-    assert p.counters.written == 0
+    assert p.counters.records_written == 0
     assert p.add_staged(T2, [_staged(T2, 2)])
-    assert p.counters.written == 2
+    assert p.counters.records_written == 2
 
 
 # --- errors.tolerance=fail ------------------------------------------------------------------
@@ -288,8 +288,8 @@ def test_fail_stops_at_the_bad_record() -> None:
     assert p.next_offset == 12  # nothing at or past the bad record commits
     assert p.offsets == [10]
     assert p.dead_letters == []
-    assert p.counters.dlq == 0
-    assert p.counters.skipped == 1
+    assert p.counters.records_dlq == 0
+    assert p.counters.records_skipped == 1
     assert p.failure is not None
     assert "orders-3 offset 12" in p.failure
     assert "TypeMismatch" in p.failure
@@ -501,7 +501,7 @@ def test_dead_letters_are_taken_as_they_arrive() -> None:
     p.accept([good(0), bad(1), bad(2)])
     assert [d.offset for d in p.take_dead_letters()] == [1, 2]
     assert p.take_dead_letters() == []
-    assert p.counters.dlq == 2
+    assert p.counters.records_dlq == 2
 
 
 def test_lag_uses_the_high_watermark_and_the_table_offset() -> None:
