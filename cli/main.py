@@ -100,31 +100,72 @@ def _produce(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    if args.mode == "upsert":
+        return _bench_upsert(args)
     if args.stages and args.anchors:
         raise _usage("bench: --anchors runs with the end-to-end bench, not with --stages")
+    records = 1_000_000 if args.records is None else args.records
     if args.stages:
         from hudi_sink.cli.bench.stages import run_stages
 
-        return run_stages(args.records, args.record_bytes, Path(args.out) if args.out else None)
+        return run_stages(records, args.record_bytes, Path(args.out) if args.out else None)
     if args.out is None:
         raise _usage("bench: --out FILE.json is required (or --stages)")
     from hudi_sink.cli.bench.command import BenchOptions, run_bench
 
     try:
-        participants = tuple(int(p) for p in args.participants.split(",") if p.strip())
-        conf = tuple(tuple(item.split("=", 1)) for item in args.spark_conf)
+        participants = tuple(int(p) for p in (args.participants or "1,2").split(",") if p.strip())
+        conf = _spark_conf(args)
     except ValueError:
         raise _usage("bench: --participants takes counts like 1,2") from None
-    if not participants or min(participants) < 1 or any(len(c) != 2 for c in conf):
+    if not participants or min(participants) < 1:
         raise _usage("bench: --participants takes counts like 1,2; --spark-conf KEY=VALUE")
-    if args.steady_rps < 0 or args.steady_seconds < 0:
+    steady_rps = 5000 if args.steady_rps is None else args.steady_rps
+    steady_seconds = 30 if args.steady_seconds is None else args.steady_seconds
+    if steady_rps < 0 or steady_seconds < 0:
         raise _usage("bench: --steady-rps and --steady-seconds take numbers >= 0")
     return run_bench(BenchOptions(
-        records=args.records, out=Path(args.out), record_bytes=args.record_bytes,
+        records=records, out=Path(args.out), record_bytes=args.record_bytes,
         participants=participants, interval_ms=args.interval_ms,
         flush_records=args.flush_records, spark_conf=conf,
         work_dir=Path(args.work_dir) if args.work_dir else None, keep=args.keep,
-        steady_rps=args.steady_rps, steady_seconds=args.steady_seconds, anchors=args.anchors))
+        steady_rps=steady_rps, steady_seconds=steady_seconds, anchors=args.anchors))
+
+
+def _spark_conf(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
+    conf = tuple(tuple(item.split("=", 1)) for item in args.spark_conf)
+    if any(len(c) != 2 for c in conf):
+        raise _usage("bench: --spark-conf takes KEY=VALUE")
+    return conf
+
+
+def _bench_upsert(args: argparse.Namespace) -> int:
+    """``bench --mode upsert``: insert mode's sizes and phases are refused by name, not ignored."""
+    from pathlib import Path
+
+    from hudi_sink.cli.bench.command import BenchOptions, run_bench
+    from hudi_sink.cli.bench.upsert import UpsertBench
+
+    given = [name for name, value in (
+        ("--records (the table's rows are --upsert-rows)", args.records),
+        ("--participants (one participant)", args.participants),
+        ("--steady-rps", args.steady_rps), ("--steady-seconds", args.steady_seconds)) if value is not None]
+    given += [name for name, on in (("--stages", args.stages), ("--anchors", args.anchors)) if on]
+    if given:
+        raise _usage(f"bench --mode upsert does not take {', '.join(given)}")
+    if args.out is None:
+        raise _usage("bench: --out FILE.json is required")
+    if args.upsert_rows < 1 or args.update_rps < 0 or args.update_seconds < 0:
+        raise _usage("bench: --upsert-rows takes a count >= 1, --update-rps and --update-seconds "
+                     "numbers >= 0")
+    return run_bench(BenchOptions(
+        records=args.upsert_rows, out=Path(args.out), record_bytes=args.record_bytes,
+        participants=(1,), interval_ms=args.interval_ms, flush_records=args.flush_records,
+        spark_conf=_spark_conf(args), work_dir=Path(args.work_dir) if args.work_dir else None,
+        keep=args.keep, mode="upsert",
+        upsert=UpsertBench(rows=args.upsert_rows, update_rps=args.update_rps,
+                           update_seconds=args.update_seconds,
+                           compare_insert=not args.no_compare)))
 
 
 def _usage(message: str) -> SystemExit:
@@ -235,19 +276,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_bench(sub: Any) -> None:
     bench = sub.add_parser("bench", help="throughput, commit latency and memory (docs/performance.md)")
-    bench.add_argument("--records", type=int, default=1_000_000)
+    bench.add_argument("--mode", choices=["insert", "upsert"], default="insert",
+                       help="insert: throughput and latency of appends (the default); upsert: keyed "
+                            "writes (upsert_rps_1, merge_mb_per_s, write_amplification)")
+    bench.add_argument("--records", type=int, default=None, help="insert mode (default 1,000,000)")
     bench.add_argument("--out", default=None, help="results JSON file")
     bench.add_argument("--record-bytes", type=int, default=1024, help="JSON value size")
-    bench.add_argument("--participants", default="1,2", help="participant counts to run")
+    bench.add_argument("--participants", default=None, help="participant counts to run (default 1,2)")
     bench.add_argument("--interval-ms", type=int, default=2000, help="transaction.interval_ms")
     bench.add_argument("--flush-records", type=int, default=None,
                        help="transaction.flush_records (default: the sink's default)")
     bench.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                        help="extra spark.conf for the participants")
-    bench.add_argument("--steady-rps", type=int, default=5000,
-                       help="records/s of the steady-rate phase (latency once caught up)")
-    bench.add_argument("--steady-seconds", type=float, default=30,
-                       help="length of the steady-rate phase; 0 skips it")
+    bench.add_argument("--steady-rps", type=int, default=None,
+                       help="records/s of the steady-rate phase (latency once caught up; default 5000)")
+    bench.add_argument("--steady-seconds", type=float, default=None,
+                       help="length of the steady-rate phase (default 30); 0 skips it")
+    bench.add_argument("--upsert-rows", type=int, default=1_000_000,
+                       help="upsert mode: keys of the table (the keyed insert-only workload)")
+    bench.add_argument("--update-rps", type=int, default=10_000,
+                       help="upsert mode: updates/s of the update phase")
+    bench.add_argument("--update-seconds", type=float, default=30,
+                       help="upsert mode: length of the update phase; 0 skips it")
+    bench.add_argument("--no-compare", action="store_true",
+                       help="upsert mode: skip the insert-mode run on the same keyed records")
     bench.add_argument("--work-dir", default=None, help="parent of the scratch directory")
     bench.add_argument("--keep", action="store_true", help="keep tables and logs")
     bench.add_argument("--stages", action="store_true",

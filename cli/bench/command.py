@@ -11,6 +11,8 @@ machine in the same conditions.
 5. FILE.json (``consume_only_rps``, ``arrow_baseline_rps``, ``sink_rps_<P>``, commit latency
    p50/p99, ``participant_peak_rss_mb``, machine facts, targets, ``anchors``) and a markdown
    table.
+
+``--mode upsert`` measures keyed writes instead (:mod:`.upsert`); ``insert`` is the above.
 """
 
 from __future__ import annotations
@@ -37,10 +39,11 @@ from hudi_sink.cli.bench.report import (
     percentile,
     targets,
     tree_cpu_seconds,
-    usable_cpus,
+    upsert_table,
 )
 from hudi_sink.cli.bench.sink_run import SinkResult, SinkRun
 from hudi_sink.cli.bench.steady import SteadyLoad
+from hudi_sink.cli.bench.upsert import RunSettings, UpsertBench, measure_upsert
 from hudi_sink.shared.config.settings import TransactionConfig
 from hudi_sink.shared.schema.table_schema import TableSchema
 
@@ -71,6 +74,10 @@ class BenchOptions:
     """The steady-rate phase after the first sink run's backlog (0 seconds: none)."""
     anchors: bool = False
     """Run on Apache Kafka and measure Iceberg's and Hudi's Kafka Connect sinks beside ours."""
+    mode: str = "insert"
+    """``upsert``: the keyed bench of :mod:`.upsert` (``upsert`` holds its sizes; ``records``,
+    ``participants``, the steady phase and ``anchors`` are insert mode's)."""
+    upsert: UpsertBench = UpsertBench()
 
     @property
     def steady(self) -> SteadyLoad | None:
@@ -129,15 +136,7 @@ async def _measure(opts: BenchOptions, work: Path) -> dict[str, Any]:
             outcome = await run.run()
             runs.append(outcome)
             result[f"sink_rps_{count}"] = round(outcome.rps)
-            result[f"sink_{count}"] = {
-                "seconds": round(outcome.seconds, 2), "commits": outcome.commits,
-                "committed_records": outcome.committed_records,
-                "commit_latencies_s": outcome.commit_latencies_s,
-                "peak_rss_mb": outcome.peak_rss_mb, "hwm_rss_mb": outcome.hwm_rss_mb,
-                "hwm_python_jvm_mb": outcome.hwm_split_mb,
-                "participant_cpu_s": outcome.cpu_seconds,
-                **_cpu_per_record(outcome, opts.records),
-            }
+            result[f"sink_{count}"] = outcome.details()
             if outcome.committed_records != opts.records:
                 log.warning("%d participant(s): %d records committed, %d produced", count,
                             outcome.committed_records, opts.records)
@@ -175,18 +174,6 @@ async def _anchors(opts: BenchOptions, work: Path, bootstrap: str, seed: str,
     return anchors
 
 
-def _cpu_per_record(outcome: SinkResult, records: int) -> dict[str, float]:
-    """CPU per record of every process the sink needs on this machine, and the rate those
-    costs allow at best with every core busy: a bound no tuning of the schedule can beat."""
-    per = {name: round(seconds * 1e6 / records, 1) for name, seconds in (
-        ("participant", outcome.cpu_seconds), ("coordinator", outcome.coordinator_cpu_seconds),
-        ("broker", outcome.broker_cpu_seconds))}
-    total = sum(per.values())
-    return {**{f"{name}_cpu_us_per_record": value for name, value in per.items()},
-            "all_cpu_us_per_record": round(total, 1),
-            "cpu_bound_rps": round(usable_cpus() * 1e6 / total) if total > 0 else 0}
-
-
 def _latencies(result: dict[str, Any], runs: list[SinkResult]) -> None:
     """Commit latency under the steady rate when measured (what a caught-up sink's users
     see), else over the backlog runs; the backlog's own numbers are always kept beside it
@@ -203,21 +190,34 @@ def _latencies(result: dict[str, Any], runs: list[SinkResult]) -> None:
     result["visible_latency_p99_s"] = steady.visible_p99_s if steady is not None else None
 
 
+def _run(opts: BenchOptions, work: Path) -> dict[str, Any]:
+    if opts.mode == "upsert":
+        settings = RunSettings(record_bytes=opts.record_bytes, interval_ms=opts.interval_ms,
+                               flush_records=opts.flush_records, spark_conf=dict(opts.spark_conf),
+                               timeout_s=opts.timeout_s)
+        return asyncio.run(measure_upsert(opts.upsert, settings, work, _say))
+    return asyncio.run(_measure(opts, work))
+
+
 def run_bench(opts: BenchOptions) -> int:
-    if opts.records < len(opts.participants) or opts.records < 4:
+    if opts.mode not in ("insert", "upsert"):
+        raise ValueError(f"--mode must be insert or upsert, got {opts.mode!r}")
+    if opts.mode == "upsert" and opts.upsert.rows < 1:
+        raise ValueError("--upsert-rows must be at least 1")
+    if opts.mode == "insert" and (opts.records < len(opts.participants) or opts.records < 4):
         raise ValueError("--records must be at least 4")
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="hudi-sink-bench-", dir=opts.work_dir))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per readiness poll
     try:
-        result = asyncio.run(_measure(opts, work))
+        result = _run(opts, work)
         result["wall_seconds"] = round(time.monotonic() - started, 1)
         opts.out.parent.mkdir(parents=True, exist_ok=True)
         opts.out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
                              + b"\n")
         _say("")
-        _say(markdown_table(result))
+        _say(upsert_table(result) if opts.mode == "upsert" else markdown_table(result))
         _say(f"\nwritten {opts.out} ({result['wall_seconds']} s)")
     finally:
         if opts.keep:

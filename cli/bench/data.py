@@ -3,6 +3,11 @@
 Records follow the demo schema (``hudi-sink dev``'s), with ``payload`` sized so the whole
 JSON value is about ``record_bytes``. Payloads are slices of one random text at varying
 offsets: realistic for compression (no two neighbouring values alike) and cheap to make.
+
+Keyed (``--mode upsert``): the record id is also the Kafka message key and no partition is
+given, so aiokafka's default partitioner (murmur2, as Kafka's Java client) puts every
+version of a key in one partition — the precondition of upsert mode. A later version of
+record ``n`` keeps its id and country and carries a later ``ts`` (the precombine field).
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ __all__ = ["BENCH_SCHEMA", "PARTITIONS", "Produced", "RecordMaker", "produce", "
 BENCH_SCHEMA = "id STRING, ts TIMESTAMP, country STRING, amount DOUBLE, payload STRING"
 PARTITIONS = 4
 COUNTRIES = ("us", "de", "fr", "jp", "br", "in", "gb", "ca")
+VERSION_BASE_MS = 365 * 24 * 3600 * 1000
+"""An update's ``ts`` is at least this far past the first version's: later than every first
+version of a run (record ``n``'s is ``n`` ms past the base), so an update always wins."""
 
 
 class RecordMaker:
@@ -43,19 +51,29 @@ class RecordMaker:
         overhead = len(self._encode(0, ""))
         self._payload_len = max(1, record_bytes - overhead)
 
-    def _encode(self, n: int, payload: str) -> bytes:
-        ts = (self._base + timedelta(milliseconds=n)).isoformat(timespec="milliseconds")
+    def _encode(self, n: int, payload: str, version: int = 0) -> bytes:
+        offset_ms = n if version == 0 else VERSION_BASE_MS + version
+        ts = (self._base + timedelta(milliseconds=offset_ms)).isoformat(timespec="milliseconds")
         return orjson.dumps({
-            "id": f"{self.run_id}-{n:010d}",
+            "id": self.record_id(n),
             "ts": ts.replace("+00:00", "Z"),
             "country": COUNTRIES[n % len(COUNTRIES)],
             "amount": round(self._rng.uniform(0, 1000), 2),
             "payload": payload,
         })
 
-    def value(self, n: int) -> bytes:
+    def record_id(self, n: int) -> str:
+        return f"{self.run_id}-{n:010d}"
+
+    def key(self, n: int) -> bytes:
+        """Record ``n``'s Kafka message key: its id (keyed production)."""
+        return self.record_id(n).encode()
+
+    def value(self, n: int, version: int = 0) -> bytes:
+        """Record ``n``; ``version`` > 0 makes a later version of it (same id and country,
+        new amount and payload, ``ts`` ordered by ``version``)."""
         start = self._rng.randrange(0, len(self._text) - self._payload_len)
-        return self._encode(n, self._text[start:start + self._payload_len])
+        return self._encode(n, self._text[start:start + self._payload_len], version)
 
 
 @dataclass(frozen=True)
@@ -71,12 +89,14 @@ class Produced:
 
 
 async def produce(bootstrap: str, topic: str, records: int, record_bytes: int,
-                  seed: str | None = None) -> Produced:
-    """Create ``topic`` with :data:`PARTITIONS` partitions and fill it, round-robin; with
-    the ``seed`` of an earlier run, byte for byte the same records as that run."""
+                  seed: str | None = None, *, partitions: int = PARTITIONS,
+                  keyed: bool = False) -> Produced:
+    """Create ``topic`` with ``partitions`` partitions and fill it, round-robin (``keyed``:
+    by the default partitioner on each record's id); with the ``seed`` of an earlier run,
+    byte for byte the same records as that run."""
     kafka = KafkaConfig(bootstrap_servers=bootstrap, topics=[topic])
     async with TopicAdmin(kafka) as admin:
-        await admin.ensure_topic(topic, PARTITIONS, config_key="bench topic")
+        await admin.ensure_topic(topic, partitions, config_key="bench topic")
     maker = RecordMaker(record_bytes, seed)
     options = producer_options(kafka, "hudi-sink-bench")
     options.update(linger_ms=20, max_batch_size=1024 * 1024)
@@ -90,7 +110,10 @@ async def produce(bootstrap: str, topic: str, records: int, record_bytes: int,
         for n in range(records):
             value = maker.value(n)
             size += len(value)
-            pending.append(await producer.send(topic, value=value, partition=n % PARTITIONS))
+            if keyed:
+                pending.append(await producer.send(topic, value=value, key=maker.key(n)))
+            else:
+                pending.append(await producer.send(topic, value=value, partition=n % partitions))
             if len(pending) >= 5000:
                 await _settle(pending, end)
                 pending = []
@@ -107,16 +130,18 @@ async def _settle(pending: list[Any], end: dict[int, int]) -> None:
 
 def sink_config(path: Path, *, name: str, bootstrap: str, topics: list[str], base_path: Path,
                 interval_ms: int, flush_records: int | None,
-                spark_conf: dict[str, str]) -> Path:
+                spark_conf: dict[str, str], write_mode: str = "insert") -> Path:
     """Write the YAML the sink's processes run with: defaults except what a bench needs
-    (its own topic and table, the interval, an admin port per process on the command line)."""
+    (its own topic and table, the interval, the write mode, an admin port per process on the
+    command line). Upsert mode keeps the ``upsert`` section's defaults: string keys, murmur2."""
     transaction: dict[str, Any] = {"interval_ms": interval_ms, "write_status_timeout_ms": 300000}
     if flush_records is not None:
         transaction["flush_records"] = flush_records
     path.write_text(yaml.safe_dump({
         "name": name,
         "kafka": {"bootstrap_servers": bootstrap, "topics": topics, "session_timeout_ms": 10000},
-        "table": {"base_path": str(base_path), "name": name, "record_key_field": "id",
+        "table": {"base_path": str(base_path), "name": name, "write_mode": write_mode,
+                  "record_key_field": "id",
                   "partition_field": "country", "precombine_field": "ts", "schema": BENCH_SCHEMA},
         "transaction": transaction,
         "admin": {"host": "127.0.0.1", "port": 0, "allow_unauthenticated": True},

