@@ -18,7 +18,7 @@ from pipeline import HUDI_SINK
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
 
 RECORDS = 5000
-UPSERT_ROWS = 2000
+UPSERT_ROWS = 400
 
 
 @pytest.mark.long  # a whole bench run (Spark, two sink runs): scripts/long-tests.sh
@@ -61,13 +61,14 @@ def test_bench_writes_every_key_with_sane_values(tmp_path: Path) -> None:
 
 
 @pytest.mark.long  # two sink runs and an update phase: scripts/long-tests.sh
+@pytest.mark.timeout(300)  # ~80 s on a quiet machine; a merge's cost grows with the groups it touches
 def test_bench_upsert_mode_writes_its_keys_with_sane_values(tmp_path: Path) -> None:
     out = tmp_path / "upsert.json"
     done = subprocess.run(
         [HUDI_SINK, "bench", "--mode", "upsert", "--upsert-rows", str(UPSERT_ROWS),
-         "--update-rps", "200", "--update-seconds", "2", "--out", str(out),
+         "--update-rps", "10", "--update-seconds", "2", "--out", str(out),
          "--work-dir", str(tmp_path), "--keep"],
-        capture_output=True, text=True, timeout=170,
+        capture_output=True, text=True, timeout=280,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(out.read_text())
@@ -81,7 +82,7 @@ def test_bench_upsert_mode_writes_its_keys_with_sane_values(tmp_path: Path) -> N
     assert result["upsert_1"]["committed_records"] == result["sink_1"]["committed_records"] == UPSERT_ROWS
     assert result["committed_records_ok"] is True
     updates = result["updates"]
-    assert updates["records"] == pytest.approx(200 * 2, rel=0.1) and updates["uncovered"] == 0
+    assert updates["records"] == pytest.approx(10 * 2, abs=2) and updates["uncovered"] == 0
     assert updates["inserts"] == 0  # every update named a committed key: none became a new row
     assert 0 < updates["update_writes"] <= updates["records"] <= updates["rows_written"]
     assert updates["commits"] >= 1 and updates["commit_latencies_s"]
