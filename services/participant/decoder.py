@@ -44,8 +44,10 @@ measured to be just as fast.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
+
+import orjson
 
 from hudi_sink.services.participant.coercion import column_converter
 from hudi_sink.services.participant.decoded import (
@@ -205,6 +207,36 @@ class RecordDecoder:
             if type(field) is float or (nested and _holds_float(field)):
                 return True
         return False
+
+    def record_key_of(self, values: Mapping[str, Any]) -> str | Rejected:
+        """The record key a delete names, spelt exactly as a row's (``_row``): the key
+        fields' values converted by their columns first (a TIMESTAMP key sent as text, a
+        DECIMAL sent as an integer), so a delete finds the stored row. A value sent as text
+        for a non-text column (a string message key) is also tried as JSON (``"42"`` → 42)."""
+        converted: dict[str, Any] = {}
+        for name, fast_type, convert, _nullable in self._plan:
+            if name not in self._keys:
+                continue
+            value = values.get(name)
+            if value is not None and type(value) is not fast_type:
+                result = convert(value)
+                if type(result) is Rejected and type(value) is str:
+                    try:
+                        result = convert(orjson.loads(value))
+                    except (orjson.JSONDecodeError, TypeError):
+                        pass
+                if type(result) is Rejected:
+                    return result
+                value = result
+            converted[name] = value
+        if self._key is not None:
+            key = converted.get(self._key)
+            if key is None or key == "":
+                return _missing_key(self._key, dict(values))
+            return key if type(key) is str else str(key_text(key))
+        composite = record_key_string(converted, self._keys)
+        return composite if composite is not None else _missing_composite_key(self._keys,
+                                                                              dict(values))
 
     def _row(self, obj: dict[str, Any]) -> Row | Rejected:
         """The parsed object against the schema: the row, or the first reason it is not one."""

@@ -174,7 +174,7 @@ class TransactionParticipant:
             if offset < self.next_offset:
                 continue  # already handled in this instant (re-fetch after a seek)
             result = (self.decoder.decode(record.value) if self.keyed is None else
-                      self.keyed.change(self.decoder.decode, record.value, record.key,
+                      self.keyed.change(self.decoder, record.value, record.key,
                                         self.partition, offset))
             if isinstance(result, Change):
                 if result.row is not None and self.decoder.schema.kafka_metadata:

@@ -13,10 +13,12 @@ groups, so two writers never race for one group; the coordinator still checks ev
 against the table before it commits (:func:`slice_problems`), which is what makes a stale or
 foreign slice harmless: it is never listed.
 
-**Which slices count.** Only groups whose latest slice is listed by a completed instant of the
-*active* timeline are known here. A group whose latest slice's commit was archived simply takes
-no new slice (it is closed); checking a slice against archived history would need the archive.
-Replaced groups (a completed replacecommit) are gone for good.
+**Which slices count.** Every completed instant's: the active timeline's and the archived
+ones' (``.hoodie/.sink/archived/``, where archival moves timeline files unchanged). Archival
+does not wait for a group's next slice, so a group whose latest slice's commit was archived is
+still live: in upsert mode its keys must be found (or an update would insert a second row of
+the key, a delete would miss). An archived instant never changes, so it is read once per
+process. Replaced groups (a completed replacecommit) are gone for good.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from hudi_sink.shared.hudi import layout
 from hudi_sink.shared.hudi.layout import Instant, InstantState
-from hudi_sink.shared.hudi.naming import instant_key, parse_base_file_name
+from hudi_sink.shared.hudi.naming import ensure_inside, instant_key, parse_base_file_name
 from hudi_sink.shared.hudi.table import HudiTable
 from hudi_sink.shared.hudi.write_stats import stats_of
 
@@ -102,6 +106,7 @@ class SliceCache:
     def __init__(self, table: HudiTable) -> None:
         self._table = table
         self._metadata: dict[Instant, Mapping[str, Any]] = {}
+        self._active_seen: set[Instant] | None = None
         self._lock = threading.Lock()
 
     def latest(self) -> dict[GroupKey, Slice]:
@@ -109,11 +114,23 @@ class SliceCache:
             return self._latest_locked()
 
     def _latest_locked(self) -> dict[GroupKey, Slice]:
-        completed = [i for i in self._table.list_instants() if i.state is InstantState.COMPLETED]
-        wanted = set(completed)
-        for gone in [i for i in self._metadata if i not in wanted]:
-            del self._metadata[gone]  # archived
-        for instant in completed:
+        active = [i for i in self._table.list_instants() if i.state is InstantState.COMPLETED]
+        archive = ensure_inside(self._table.base_path, layout.SINK_ARCHIVE_DIR)
+        if set(active) != self._active_seen:
+            # The active timeline changed: an instant may have been completed and archived
+            # since the last look (never seen active), or archived before this process
+            # started. An instant read while active keeps its metadata here.
+            for info in self._table.fs.list_dir(archive):
+                instant = layout.parse_timeline_file(info.name)
+                if (instant is None or info.is_dir or instant.state is not InstantState.COMPLETED
+                        or instant in self._metadata):
+                    continue
+                try:
+                    self._metadata[instant] = orjson.loads(self._table.fs.read_bytes(info.path))
+                except FileNotFoundError:
+                    continue
+            self._active_seen = set(active)
+        for instant in active:
             if instant not in self._metadata:
                 self._metadata[instant] = self._table.read_commit_metadata(instant.time)
         return latest_slices(self._metadata.items())

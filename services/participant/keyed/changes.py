@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from hudi_sink.services.participant.decoded import Deferred, Rejected, Row, Skipped
+from hudi_sink.services.participant.decoder import RecordDecoder
 from hudi_sink.services.participant.keyed.envelope import (
     TOMBSTONE,
     KeyDelete,
@@ -57,9 +58,9 @@ class KeyedDecoder:
         meaning = read_change(value, self._message_key, self._spec)
         return meaning.row if isinstance(meaning, RowChange) else meaning
 
-    def change(self, decode: Callable[[bytes | None], object], value: bytes | None,
+    def change(self, decoder: RecordDecoder, value: bytes | None,
                message_key: bytes | None, partition: int, offset: int) -> KeyedResult:
-        """Decode one record (``decode`` is the partition's value decoder, built with
+        """Decode one record (``decoder`` is the partition's value decoder, built with
         :meth:`unwrap`) into a change of its key."""
         partitions = self._partitions_of_topic()
         if partitions is not None:
@@ -74,7 +75,7 @@ class KeyedDecoder:
                 message_key = orjson.dumps(decoded, default=str)
         self._message_key = message_key
         try:
-            result = decode(value)
+            result = decoder.decode(value)
         finally:
             self._message_key = None
         if isinstance(result, Row):
@@ -84,14 +85,17 @@ class KeyedDecoder:
             deleted = field is not None and key_text(values.get(field)) == self._spec.delete_marker
             return Change(result.record_key, offset, result, ordering, result.partition_value,
                           deleted)
-        if isinstance(result, KeyDelete):
-            return Change(result.record_key, offset, None, None, None, True)
         if isinstance(result, Skipped):  # a null value, or a Connect envelope's null payload
-            tombstone = message_key_delete(message_key, self._spec, TOMBSTONE,
-                                           "a tombstone (null value)")
-            if isinstance(tombstone, Rejected):
-                return tombstone
-            return Change(tombstone.record_key, offset, None, None, None, True)
+            result = message_key_delete(message_key, self._spec, TOMBSTONE,
+                                        "a tombstone (null value)")
+        if isinstance(result, KeyDelete):
+            key = result.record_key
+            if result.values is not None:  # spelt from converted values, as a row's key is
+                spelt = decoder.record_key_of(result.values)
+                if isinstance(spelt, Rejected):
+                    return spelt
+                key = spelt
+            return Change(key, offset, None, None, None, True)
         if isinstance(result, (Rejected, Deferred)):
             return result
         raise TypeError(f"unexpected decoder outcome {type(result).__name__}")

@@ -9,12 +9,12 @@ owner-scoped SIMPLE index: only ``_hoodie_record_key`` and the ordering column a
 pyarrow); the Spark writer then carries the old rows (``Carry.drop_keys`` left out) without
 them passing through Python.
 
-Where a key lives: in its table partition's groups, found by the row's partition value; a
-delete known by its key only (a tombstone) has no partition value and is looked up in every
-table partition of the owner's groups. Inserts go into the table partition's own smallest group
-below ``table.small_file_bytes`` (one the merge touches anyway first) unless the inserts there
-are large (``packing.TRICKLE_FRACTION``): then a new group, so a keyed append-mostly stream
-rewrites little.
+Where a key lives: anywhere in the owner's groups (every table partition is looked in, the
+key column filtered in Arrow): a row whose partition value changed replaces its old row, a key
+stored twice (in any group) is left once, and a tombstone needs no partition value. Inserts go
+into the table partition's own smallest group below ``table.small_file_bytes`` (one the merge
+touches anyway first) unless the inserts there are large (``packing.TRICKLE_FRACTION``): then a
+new group, so a keyed append-mostly stream rewrites little.
 
 Blocking (reads Parquet footers and key columns): call from a worker thread.
 """
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hudi_sink.services.participant.decoded import Row
@@ -71,11 +72,11 @@ def plan_merge(changes: dict[str, Folded], latest: dict[GroupKey, Slice], *, own
         row = folded.winner.row
         paths_of[key] = (partition_path(folded.winner.partition_value, field_name, spec.hive_style)
                          if isinstance(row, Row) else None)
-    wanted_paths = {p for p in paths_of.values() if p is not None}
-    if any(p is None for p in paths_of.values()):
-        wanted_paths |= {s.partition_path for s in own.values()}
-    stored = _stored_keys([s for s in own.values() if s.partition_path in wanted_paths], fs,
-                          base_path, precombine)
+    # Keys are looked up in every table partition of the owner's groups: a key lives in one
+    # Kafka partition, so in the owner's groups, wherever its partition value put it — a row
+    # whose partition value changed replaces its old row, and a tombstone (no partition
+    # value) finds it (Hudi's global index, scoped to the owner).
+    stored = _stored_keys(list(own.values()), set(changes), fs, base_path, precombine)
 
     slots: list[_Slot] = []
     slot_of_group: dict[GroupKey, int] = {}
@@ -92,19 +93,21 @@ def plan_merge(changes: dict[str, Folded], latest: dict[GroupKey, Slice], *, own
     for key, folded in changes.items():
         path = paths_of[key]
         places = stored.get(key, [])
-        if path is not None:
-            places = [(s, o) for s, o in places if s.partition_path == path]
+        orderings = [o for _, o in places if o is not None]
         decision = decide(folded, stored=bool(places),
-                          stored_ordering=places[0][1] if places else None)
+                          stored_ordering=max(orderings) if orderings else None)
         decisions[key] = decision
-        if decision is Decision.UPDATE:
-            index = group_slot(places[0][0])
-            slots[index].drop.add(key)
-            slots[index].updates += 1
-            writes.append((key, index))
-        elif decision is Decision.DELETE:
-            for where, _ in places:
+        if decision in (Decision.UPDATE, Decision.DELETE):
+            for where, _ in places:  # every stored row of the key goes (a duplicate heals)
                 slots[group_slot(where)].drop.add(key)
+        if decision is Decision.UPDATE:
+            home = [where for where, _ in places if where.partition_path == path]
+            if home:  # into the group holding it in its table partition
+                index = group_slot(home[0])
+                slots[index].updates += 1
+                writes.append((key, index))
+            else:  # its partition value changed: a new row there, the old one dropped
+                writes.append((key, None))
         elif decision is Decision.INSERT:
             writes.append((key, None))
     outcomes = Counter(str(o) for o in offset_outcomes(changes, decisions).values())
@@ -132,8 +135,9 @@ def plan_merge(changes: dict[str, Folded], latest: dict[GroupKey, Slice], *, own
     for index, slot in enumerate(slots):
         if slot.group is None:
             continue
-        present = sum(1 for key in slot.drop
-                      if any(s is slot.group for s, _ in stored.get(key, [])))
+        # Stored rows removed (a key stored twice in one group counts twice: Spark drops both).
+        present = sum(1 for key in slot.drop for where, _ in stored.get(key, [])
+                      if where is slot.group)
         carries[index] = Carry(
             file_id=slot.group.file_id,
             source_path=posixpath.join(base_path, slot.group.path),
@@ -160,14 +164,18 @@ def _insert_slot(path: str, insert_bytes: float, own: dict[GroupKey, Slice], slo
     return len(slots) - 1
 
 
-def _stored_keys(slices: list[Slice], fs: FileSystem, base_path: str,
+def _stored_keys(slices: list[Slice], wanted: set[str], fs: FileSystem, base_path: str,
                  precombine: str | None) -> dict[str, list[tuple[Slice, Any]]]:
-    """Record key → where it is stored (slice, ordering value) in ``slices``."""
+    """Record key → where it is stored (slice, ordering value; once per stored row) in
+    ``slices``, for the ``wanted`` keys only (filtered in Arrow: a group's other keys never
+    become Python objects)."""
     found: dict[str, list[tuple[Slice, Any]]] = {}
     columns = [KEY_COLUMN] + ([precombine] if precombine else [])
+    wanted_keys = pa.array(sorted(wanted), pa.string())
     for where in slices:
         with fs.open_read(posixpath.join(base_path, where.path)) as handle:
             table = pq.read_table(handle, columns=columns)
+        table = table.filter(pc.is_in(table.column(KEY_COLUMN), value_set=wanted_keys))
         keys = table.column(KEY_COLUMN).to_pylist()
         orderings = (table.column(precombine).to_pylist() if precombine
                      else [None] * len(keys))
