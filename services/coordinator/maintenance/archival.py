@@ -15,11 +15,8 @@ from __future__ import annotations
 import logging
 
 from hudi_sink.services.coordinator.committer import TableCommitter
-from hudi_sink.services.coordinator.maintenance.plan import (
-    archivable,
-    cleanable_slices,
-    earliest_retained,
-)
+from hudi_sink.services.coordinator.maintenance.decided import LoggedAction
+from hudi_sink.services.coordinator.maintenance.plan import archivable, earliest_retained
 from hudi_sink.services.coordinator.maintenance.view import TableView
 from hudi_sink.shared.hudi import layout
 from hudi_sink.shared.hudi.layout import Instant, InstantState
@@ -34,25 +31,24 @@ log = logging.getLogger("hudi_sink.maintenance")
 ARCHIVE_ACTION = "archive"
 
 
-class Archiver:
+class Archiver(LoggedAction):
+    """Plans and runs archival; its decision's detail is the archived ``[time, action]`` list."""
+
+    action = ARCHIVE_ACTION
+
     def __init__(self, committer: TableCommitter, timeline: ReplaceTimeline, *,
                  max_instants: int, min_instants: int, commits_retained: int | None) -> None:
-        self._committer = committer
-        self._timeline = timeline
+        super().__init__(committer, timeline)
         self._max = max_instants
         self._min = min_instants
         self._retained = commits_retained
-        committer.forward_actions[ARCHIVE_ACTION] = self.forward
-        committer.done_checks[ARCHIVE_ACTION] = self.done
 
     def plan(self, view: TableView) -> list[Instant]:
         retained_from = (earliest_retained(view.completed, self._retained)
                          if self._retained is not None else None)
         on_disk = {(f.partition, f.file_id) for f in view.replaced_files}
         pinned = {by for group, by in view.replaced_by.items() if group in on_disk}
-        pinned |= {later for _f, later in cleanable_slices(
-            [*view.live, *view.superseded, *view.replaced_files], retained_from,
-            set(view.completed))}
+        pinned |= {later for _f, later in view.cleanable_slices(retained_from)}
         times = archivable(view.completed, view.pending, max_instants=self._max,
                            min_instants=self._min, retained_from=retained_from,
                            pinned=pinned)
@@ -68,10 +64,8 @@ class Archiver:
         """Decide (refused once ``epoch`` ended) and archive ``targets``."""
         if not targets:
             return
-        metadata = {"partitionToWriteStats": {},
-                    "archive": [[i.time, i.action] for i in targets]}
-        self._committer.decide(instant, ARCHIVE_ACTION, metadata, [],
-                               lambda: self._archive(targets), epoch=epoch)
+        self._decide(instant, [[i.time, i.action] for i in targets],
+                     lambda: self._archive(targets), epoch)
         log.info("archived %d instant(s) up to %s", len(targets), targets[-1].time)
 
     def _archive(self, targets: list[Instant]) -> None:
@@ -79,11 +73,9 @@ class Archiver:
             self._timeline.archive(target)
 
     def forward(self, entry: LogEntry) -> None:
-        assert entry.metadata is not None
-        self._archive([Instant(t, a, InstantState.COMPLETED) for t, a in entry.metadata["archive"]])
+        self._archive([Instant(t, a, InstantState.COMPLETED) for t, a in self._detail(entry)])
 
     def done(self, entry: LogEntry) -> bool:
         """Every instant the decision archives is off the active timeline."""
-        assert entry.metadata is not None
         active = {i.time for i in self._timeline.table.list_instants()}
-        return active.isdisjoint(t for t, _action in entry.metadata["archive"])
+        return active.isdisjoint(t for t, _action in self._detail(entry))

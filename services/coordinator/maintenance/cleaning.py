@@ -25,11 +25,8 @@ from __future__ import annotations
 import logging
 
 from hudi_sink.services.coordinator.committer import TableCommitter
-from hudi_sink.services.coordinator.maintenance.plan import (
-    cleanable,
-    cleanable_slices,
-    earliest_retained,
-)
+from hudi_sink.services.coordinator.maintenance.decided import LoggedAction
+from hudi_sink.services.coordinator.maintenance.plan import cleanable, earliest_retained
 from hudi_sink.services.coordinator.maintenance.view import TableView
 from hudi_sink.shared.deletion.intent import DeletionReason
 from hudi_sink.shared.hudi.replace import CleanRecord, ReplaceTimeline, retention_floor
@@ -42,14 +39,15 @@ log = logging.getLogger("hudi_sink.maintenance")
 CLEAN_ACTION = "clean"
 
 
-class Cleaner:
+class Cleaner(LoggedAction):
+    """Plans and runs cleans; its decision's detail is the ``CleanRecord``'s JSON."""
+
+    action = CLEAN_ACTION
+
     def __init__(self, committer: TableCommitter, timeline: ReplaceTimeline,
                  commits_retained: int) -> None:
-        self._committer = committer
-        self._timeline = timeline
+        super().__init__(committer, timeline)
         self._retained = commits_retained
-        committer.forward_actions[CLEAN_ACTION] = self.forward
-        committer.done_checks[CLEAN_ACTION] = self.done
 
     def plan(self, view: TableView, instant: str) -> CleanRecord | None:
         """The next clean: files of cleanable groups and cleanable slices no recorded clean
@@ -70,9 +68,7 @@ class Cleaner:
         groups = cleanable(view.replaced_by, retained_from)
         replaced = [f for f in view.replaced_files
                     if (f.partition, f.file_id) in groups and f.path not in covered]
-        slices = [(f, later) for f, later in cleanable_slices(
-                      [*view.live, *view.superseded, *view.replaced_files], retained_from,
-                      set(view.completed))
+        slices = [(f, later) for f, later in view.cleanable_slices(retained_from)
                   if (f.partition, f.file_id) not in groups and f.path not in covered]
         if not replaced and not slices:
             return None
@@ -90,9 +86,8 @@ class Cleaner:
         paths = [f"{base}/{relative}" for relative in record.files]
         disposal = self._committer.disposal
         disposal.before_decision(record.instant, paths, DeletionReason.CLEANED.value)
-        self._committer.decide(record.instant, CLEAN_ACTION,
-                               {"partitionToWriteStats": {}, "clean": record.to_json()}, [],
-                               lambda: self._timeline.write_clean(record), epoch=epoch)
+        self._decide(record.instant, record.to_json(),
+                     lambda: self._timeline.write_clean(record), epoch)
         disposal.after_decision(record.instant, paths)
         log.info("clean %s: %d file(s) of %d replaced group(s) and %d superseded slice(s) "
                  "handed to deletion (earliest retained %s)", record.instant, len(record.files),
@@ -100,15 +95,13 @@ class Cleaner:
 
     def forward(self, entry: LogEntry) -> None:
         """Record a decided clean, unless it is recorded already (not replayed when done)."""
-        assert entry.metadata is not None
-        record = CleanRecord.from_json(entry.metadata["clean"])
+        record = CleanRecord.from_json(self._detail(entry))
         if not self._timeline.fs.exists(self._timeline.clean_path(record.instant)):
             self._timeline.write_clean(record)
 
     def done(self, entry: LogEntry) -> bool:
         """The decided clean is recorded, or every file it names is gone."""
-        assert entry.metadata is not None
-        record = CleanRecord.from_json(entry.metadata["clean"])
+        record = CleanRecord.from_json(self._detail(entry))
         fs, base = self._timeline.fs, self._timeline.table.base_path
         return fs.exists(self._timeline.clean_path(record.instant)) or not any(
             fs.exists(f"{base}/{relative}") for relative in record.files)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 
-from hudi_sink.services.coordinator.maintenance.plan import BaseFile
+from hudi_sink.services.coordinator.maintenance.plan import BaseFile, cleanable_slices
 from hudi_sink.shared.hudi.layout import InstantState
 from hudi_sink.shared.hudi.naming import instant_key, parse_base_file_name
 from hudi_sink.shared.hudi.replace import ReplaceTimeline
@@ -41,6 +41,14 @@ class TableView:
         for f in self.live:
             out[f.partition] = out.get(f.partition, 0) + 1
         return out
+
+    def cleanable_slices(self, retained_from: str | None) -> list[tuple[BaseFile, str]]:
+        """Slices of every file group on disk (replaced ones too) that no instant from
+        ``retained_from`` on reads, each with the slice superseding it: what cleaning hands
+        to deletion, and what archival keeps on the active timeline until then (only its
+        completed instants count as superseding: ``plan.cleanable_slices``)."""
+        return cleanable_slices([*self.live, *self.superseded, *self.replaced_files],
+                                retained_from, set(self.completed))
 
 
 def load_view(timeline: ReplaceTimeline) -> TableView:
