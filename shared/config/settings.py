@@ -252,17 +252,33 @@ class SinkConfig(_Section):
 
     name: str = Field("orders", min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
+    """Where the records come from: brokers, data topics, security, the record envelope and
+    value format."""
     table: TableConfig = Field(default_factory=TableConfig)
+    """The Hudi table written: path, schema, keys, write mode, partitioning, file sizes."""
     transaction: TransactionConfig = Field(default_factory=TransactionConfig)
+    """The coordinator's instants (interval, timeouts, empty commits) and what a
+    participant buffers before a flush."""
     errors: ErrorsConfig = Field(default_factory=ErrorsConfig)
+    """Bad records: the dead-letter topic, or stop the partition."""
     deletion: DeletionConfig = Field(default_factory=DeletionConfig)
+    """The two-phase deleter's topics and timing."""
     admin: AdminConfig = Field(default_factory=AdminConfig)
+    """Each service's REST surface: where it listens, and who may change things there
+    (a token, or development's explicit opt-out)."""
     service: ServiceConfig = Field(default_factory=ServiceConfig)
+    """How a process retries and stops."""
     avro: AvroConfig = Field(default_factory=AvroConfig)
+    """Avro values: the schema registry, or a pinned schema file."""
     spark: SparkConfig = Field(default_factory=SparkConfig)
+    """The participants' SparkSession (local, or a Spark Connect server) and the bounds of
+    its jobs."""
     maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
+    """Clustering (opt-in), cleaning and archival, run by the coordinator."""
     log: LogConfig = Field(default_factory=LogConfig)
+    """Log level and format."""
     upsert: UpsertConfig = Field(default_factory=UpsertConfig)
+    """Upsert mode's reading of keys, deletes and partitioners."""
 
     # Derived names (docs/design.md §5): computed on every read, so they never disagree with ``name``.
     @property
