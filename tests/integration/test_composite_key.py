@@ -17,7 +17,7 @@ from test_bad_records import _produce
 from hudi_sink.cli.broker import EmbeddedBroker
 from hudi_sink.shared.hudi import layout
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.long, pytest.mark.timeout(600)]  # long suite: scripts/long-tests.sh
 
 RECORDS = [  # (id, country) -> the key Hudi's ComplexKeyGenerator writes
     (("a", "us"), "id:a,country:us"),

@@ -27,6 +27,8 @@ from keyed_oracle import end_offsets, read_topic
 from registry_app import LocalRegistry
 from upsert_oracle import fold, murmur2_partition
 
+pytestmark = pytest.mark.long  # checks the test fixture itself: scripts/long-tests.sh
+
 PARTITIONS = 3
 
 

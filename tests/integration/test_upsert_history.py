@@ -31,7 +31,7 @@ from upsert_reads import assert_snapshot_equals, incremental_keys, read_incremen
 from hudi_sink.cli.broker import EmbeddedBroker
 from hudi_sink.shared.hudi.replace import CleanRecord, retention_floor
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.long, pytest.mark.timeout(600)]  # long suite: scripts/long-tests.sh
 
 KEYS = 200
 BATCHES = 4

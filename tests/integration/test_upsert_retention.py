@@ -25,7 +25,7 @@ from hudi_sink.cli.broker import EmbeddedBroker
 from hudi_sink.shared.hudi.naming import instant_key
 from hudi_sink.shared.hudi.replace import CleanRecord, retention_floor
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.long, pytest.mark.timeout(600)]  # long suite: scripts/long-tests.sh
 
 KEYS = 48
 BATCHES = 7
