@@ -32,8 +32,13 @@ class WriteTotals:
     rows: int = 0
     """``numWrites``: every row in the files written (rows carried from old slices too)."""
     updates: int = 0
+    """``numUpdateWrites``: rows that replaced a stored version of their key."""
     inserts: int = 0
+    """``numInserts``: rows of keys new to the table (in insert mode every new row, rows carried
+    into a new slice not counted)."""
     deletes: int = 0
+    """``numDeletes``: stored rows left out of a new slice because their keys were deleted
+    (a write amplification without a written row)."""
     bytes: int = 0
     """``fileSizeInBytes`` of every file written."""
     rewritten_bytes: int = 0
