@@ -61,7 +61,7 @@ def test_bench_writes_every_key_with_sane_values(tmp_path: Path) -> None:
 
 
 @pytest.mark.long  # two sink runs and an update phase: scripts/long-tests.sh
-@pytest.mark.timeout(300)  # ~80 s on a quiet machine; a merge's cost grows with the groups it touches
+@pytest.mark.timeout(300)  # 92 s on a quiet machine; a merge's cost grows with the groups it touches
 def test_bench_upsert_mode_writes_its_keys_with_sane_values(tmp_path: Path) -> None:
     out = tmp_path / "upsert.json"
     done = subprocess.run(
