@@ -13,10 +13,11 @@ from pathlib import Path
 import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer
-from aiokafka import TopicPartition as KafkaTopicPartition
 from eventually import eventually
+from keyed_oracle import fold_topic, pipeline_commits
 from pipeline import HUDI_SINK, Pipeline
 from upsert_oracle import murmur2_partition
+from upsert_reads import assert_snapshot_equals
 
 from hudi_sink.cli.broker import EmbeddedBroker
 
@@ -25,35 +26,6 @@ pytestmark = pytest.mark.timeout(900)
 RECORDS = 6_000
 BATCHES = 3
 KEYS = 300
-
-
-async def _fold(bootstrap: str, topic: str, upto: dict[int, int]) -> dict[str, tuple[int, int]]:
-    """Record key → (partition, offset) of its latest version; tombstones delete."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        tps = [KafkaTopicPartition(topic, p) for p in upto]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        live: dict[str, tuple[int, int]] = {}
-        remaining = {p for p, end in upto.items() if end > 0}
-        while remaining:
-            batch = await consumer.getmany(timeout_ms=1000)
-            for tp, records in batch.items():
-                for record in records:
-                    if record.offset >= upto[tp.partition]:
-                        remaining.discard(tp.partition)
-                        continue
-                    key = record.key.decode()
-                    if record.value is None:
-                        live.pop(key, None)
-                    else:
-                        live[key] = (tp.partition, record.offset)
-                    if record.offset + 1 >= upto[tp.partition]:
-                        remaining.discard(tp.partition)
-        return live
-    finally:
-        await consumer.stop()
 
 
 def test_upsert_snapshot_equals_the_fold_of_the_topic(
@@ -77,16 +49,10 @@ def test_upsert_snapshot_equals_the_fold_of_the_topic(
             want = batch * RECORDS // BATCHES
             eventually(lambda want=want: sum(pipeline.latest_offsets().values()) == want, 300,
                        f"offsets covering {want} records", every_s=1)
-        offsets = pipeline.latest_offsets()
-        expected = asyncio.run(_fold(broker.bootstrap, pipeline.topic, offsets))
+        expected = fold_topic(broker.bootstrap, pipeline.topic, pipeline.latest_offsets())
         table = pipeline.read()
-        keys = table.column("_hoodie_record_key").to_pylist()
-        assert len(keys) == len(set(keys)), "a key appears twice in the snapshot"
-        assert set(keys) == set(expected), (sorted(set(keys) - set(expected))[:5],
-                                            sorted(set(expected) - set(keys))[:5])
-        for key, seqno in zip(keys, table.column("_hoodie_commit_seqno").to_pylist(), strict=True):
-            partition, offset = expected[key]
-            assert seqno.endswith(f"_{partition}_{offset}"), (key, seqno, expected[key])
+        # One row per live key, every value and each seqno the winning offset's.
+        assert_snapshot_equals(table, expected, commits=pipeline_commits(pipeline))
         [agreed] = pipeline.read_agreed()  # Apache Hudi's reader sees the same rows
         assert agreed.num_rows == len(expected)
         assert 0 < len(expected) < KEYS
