@@ -27,6 +27,7 @@ __all__ = [
     "SchemaError",
     "InvalidPartitionValue",
     "SparkHungError",
+    "SparkDriverGone",
 ]
 
 
@@ -82,6 +83,13 @@ class SchemaError(ConfigError):
 class SparkHungError(HudiSinkError):
     """A Spark job did not return within ``spark.job_timeout_ms``: the driver stopped
     answering. Never retried: no later attempt can get a Spark slot; the participant exits."""
+
+
+class SparkDriverGone(SparkHungError):
+    """The local Spark driver JVM exited (Spark exits it with code 52 when a task runs out of
+    heap). PySpark keeps the dead gateway for the life of the process, so every later job
+    would fail with "Connection refused": never retried, the participant exits and is
+    restarted with a fresh JVM."""
 
 
 class InvalidPartitionValue(HudiSinkError):

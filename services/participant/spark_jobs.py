@@ -20,7 +20,9 @@ A job that has not returned after ``job_timeout_s`` means the driver stopped ans
 out of heap never answers the py4j call; no retry can help, and the slot would be lost for
 good). Then every flush, waiting or running, fails, the session is abandoned (its local JVM
 killed) and :meth:`SparkJobs.watch` raises :class:`SparkHungError`: the participant exits
-and its partitions move on, as after a kill, instead of stalling forever.
+and its partitions move on, as after a kill, instead of stalling forever. The same when the
+local driver JVM has exited under a job (:class:`SparkDriverGone`, e.g. a task out of heap):
+PySpark would keep its dead gateway and every retry would fail with "Connection refused".
 """
 
 from __future__ import annotations
@@ -146,7 +148,10 @@ class SparkJobs:
             try:
                 written = await asyncio.wait_for(call, self._job_timeout_s)
             except TimeoutError:
-                self._hang(batch)
+                self._lose(batch, SparkHungError(
+                    f"a Spark job of {len(batch)} flush(es) did not return within "
+                    f"spark.job_timeout_ms ({self._job_timeout_s:g} s): the Spark driver is not "
+                    "answering (out of heap?); the participant exits so its partitions move on"))
                 return
             for request, files in zip(batch, _split(batch, written), strict=True):
                 if not request.done.done():
@@ -155,17 +160,18 @@ class SparkJobs:
             for request in batch:
                 request.done.cancel()
             raise
+        except SparkHungError as exc:  # the driver JVM died under the job
+            self._lose(batch, exc)
         except BaseException as exc:  # noqa: BLE001 - every flush is told, none waits forever
             self._failed(batch, exc)
 
-    def _hang(self, batch: list[_Request]) -> None:
-        """The driver is hung: every flush fails, nothing more is dispatched, the session is
-        abandoned, and ``watch`` raises. The hung call's thread is left to the exit."""
-        flushes = len(batch)
-        self._hung = hung = SparkHungError(
-            f"a Spark job of {flushes} flush(es) did not return within spark.job_timeout_ms "
-            f"({self._job_timeout_s:g} s): the Spark driver is not answering (out of heap?); "
-            "the participant exits so its partitions move on")
+    def _lose(self, batch: list[_Request], hung: SparkHungError) -> None:
+        """The driver is hung or gone: every flush fails, nothing more is dispatched, the
+        session is abandoned, and ``watch`` raises. A hung call's thread is left to the exit."""
+        if self._hung is not None:  # the other slot's job, failing as the JVM went
+            _fail_all(batch, self._hung)
+            return
+        self._hung = hung
         self._hung_event.set()  # first: whatever happens below, the participant stops
         _fail_all([*batch, *self._waiting], hung)
         self._waiting.clear()

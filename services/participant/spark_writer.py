@@ -27,7 +27,7 @@ import pyarrow as pa
 from hudi_sink.services.participant.carried_rows import with_carried_rows, write_empty_slice
 from hudi_sink.services.participant.packing import Carry
 from hudi_sink.shared.config.settings import SparkConfig
-from hudi_sink.shared.errors import HudiSinkError
+from hudi_sink.shared.errors import HudiSinkError, SparkDriverGone
 from hudi_sink.shared.storage.fs import FileSystem
 
 if TYPE_CHECKING:
@@ -193,6 +193,28 @@ class SparkWriter:
             log.error("killing the Spark driver JVM (pid %s)", proc.pid)
             proc.kill()
 
+    def driver_exit_code(self) -> int | None:
+        """The local driver JVM's exit code once it has exited, else None (Spark Connect:
+        the server is not ours to watch; a failed call there is an ordinary failure)."""
+        if self.is_connect:
+            return None
+        from pyspark import SparkContext
+
+        proc = getattr(SparkContext._gateway, "proc", None)
+        return None if proc is None else proc.poll()
+
+    def _raise_if_driver_gone(self, cause: Exception) -> None:
+        exit_code = self.driver_exit_code()
+        if exit_code is None:
+            return
+        self._abandoned = True
+        self._session = None
+        hint = (" (Spark's exit code for a task out of heap: raise spark.driver.memory in "
+                "spark.conf, or lower spark.job_bytes)") if exit_code == 52 else ""
+        raise SparkDriverGone(
+            f"the Spark driver JVM exited with code {exit_code}{hint}; the participant exits "
+            f"so it restarts with a fresh JVM. The failed job said: {cause}") from cause
+
     def _discard_session(self) -> None:
         """After a failed job (e.g. driver OOM) the session may be dead: rebuild lazily."""
         if self.is_connect:
@@ -225,6 +247,7 @@ class SparkWriter:
             writer.option("compression", self._codec).option("maxRecordsPerFile", 0).parquet(scratch)
         except Exception as exc:  # noqa: BLE001 - py4j/grpc raise many types; all mean "failed"
             self._fs.delete_tree(scratch)
+            self._raise_if_driver_gone(exc)
             self._discard_session()
             raise SparkWriteError(f"Spark flush failed: {exc}") from exc
         written: list[WrittenFile] = []

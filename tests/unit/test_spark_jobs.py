@@ -234,3 +234,36 @@ async def test_a_shared_job_failing_because_the_hung_driver_was_killed_fails_its
     for task in (a, *b):
         with pytest.raises(SparkHungError):
             await asyncio.wait_for(task, 3)
+
+
+async def test_a_driver_gone_under_a_shared_job_fails_every_flush_and_is_raised() -> None:
+    """The JVM exited under a job of two flushes (out of heap): unlike an ordinary failure,
+    the flushes are not put back to run alone on the dead gateway; they and the waiting ones
+    fail, the session is abandoned and ``watch`` raises, so the participant exits."""
+    from hudi_sink.shared.errors import SparkDriverGone
+
+    class GoneWriter(GatedWriter):
+        abandoned = 0
+
+        def write(self, table: pa.Table, files: list[PlannedFile], work_dir: str) -> list[WrittenFile]:
+            self.jobs.append(([p.file_name for p in files], [p.index for p in files]))
+            self.gate.wait(10)
+            raise SparkDriverGone("the Spark driver JVM exited with code 52")
+
+        def abandon(self) -> None:
+            self.abandoned += 1
+
+    writer = GoneWriter()
+    jobs = SparkJobs(writer, slots=1, max_job_bytes=1 << 30)  # type: ignore[arg-type]
+    watcher = asyncio.create_task(jobs.watch())
+    first = asyncio.create_task(jobs.write(*_flush("a", 1), "/w", lambda: True))
+    await eventually_async(lambda: len(writer.jobs) == 1, 5, "the first job")
+    shared = [asyncio.create_task(jobs.write(*_flush(tag, 1), "/w", lambda: True)) for tag in "bc"]
+    await eventually_async(_waiting(jobs, 2), 5, "b and c queued to share the next job")
+    writer.gate.set()
+    for task in (first, *shared):
+        with pytest.raises(SparkDriverGone, match="code 52"):
+            await asyncio.wait_for(task, 3)
+    with pytest.raises(SparkDriverGone):
+        await asyncio.wait_for(watcher, 1)
+    assert writer.abandoned == 1 and len(writer.jobs) == 1  # b and c never ran on it
