@@ -127,9 +127,8 @@ KEYS: dict[str, KeyRule] = {
     "value.converter.schemas.enable": _mapped(
         "kafka.value_format", lambda text: "connect_json" if v.boolean(text) else "json",
         "true → connect_json, false → json"),
-    "enhanced.avro.schema.support": _honoured(
-        v.boolean, "no effect: enums are read as their symbol (a string), unions by their branch",
-        "RFC-32"),
+    "enhanced.avro.schema.support": _ignored(
+        "enums are always read as their symbol (a string), unions by their branch", "RFC-32"),
     "flush.size": _mapped("transaction.flush_records", v.integer),
     "transaction.interval.ms": _mapped("transaction.interval_ms", v.integer),
     "connect.meta.data": _mapped("table.kafka_metadata", v.boolean),
@@ -207,8 +206,9 @@ KEYS: dict[str, KeyRule] = {
     "hoodie.parquet.compression.codec": _mapped("table.parquet_codec", v.codec, origin="Hudi"),
     "hoodie.parquet.small.file.limit": _mapped("table.small_file_bytes", v.integer, origin="Hudi"),
     "hoodie.metadata.enable": _ignored(
-        "hudi-sink writes no metadata table: readers list the table's files from the file "
-        "system, as for any table without one; true or false, nothing changes"),
+        "hudi-sink writes no metadata table (the table config lists no metadata partitions, so "
+        "Hudi's readers list the files; a table that has one is refused at start): true or "
+        "false, nothing changes"),
     "hoodie.keep.min.commits": _mapped("maintenance.archival.min_instants", v.integer,
                                        "instants kept on the active timeline", origin="Hudi"),
     "hoodie.keep.max.commits": _mapped("maintenance.archival.max_instants", v.integer,

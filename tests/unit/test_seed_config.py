@@ -76,7 +76,7 @@ def test_every_seed_key_is_mapped_or_ignored_and_the_table_covers_the_seed() -> 
 
 def test_readme_documents_every_seed_key() -> None:
     readme = (ROOT / "README.md").read_text()
-    section = readme.split("### From the Hudi Kafka Connect sink", 1)[1].split("\n## ", 1)[0]
+    section = readme.split("### From Hudi's Kafka Connect sink", 1)[1].split("\n## ", 1)[0]
     for key in SEED_KEYS:
         assert f"`{key}`" in section, key
 
