@@ -18,7 +18,9 @@ status:
   the reason rather than run without it.
 
 A key not in the table is refused as unknown (with the closest known key as a suggestion),
-unless it is written as hudi-sink's own dotted key (``table.record_key_field``).
+unless it is written as hudi-sink's own dotted key (``table.record_key_field``; Connect's
+``errors.tolerance`` and ``errors.deadletterqueue.*`` are such keys, read by the ``errors``
+section itself).
 """
 
 from __future__ import annotations
@@ -258,6 +260,13 @@ KEYS: dict[str, KeyRule] = {
     "key.converter.schemas.enable": _ignored("the Kafka key is not decoded (see key.converter)",
                                              "Connect"),
     "header.converter": _ignored("record headers are not decoded into the table", "Connect"),
+    **{key: _ignored("Connect's error log has no equivalent: hudi-sink's own log (log.*) and "
+                     "each dead letter's headers say what failed", "Connect")
+       for key in ("errors.log.enable", "errors.log.include.messages")},
+    **{key: _ignored("a record that fails to decode is not retried (decoding is deterministic); "
+                     "transient failures (storage, registry) retry within service.retry_timeout_ms",
+                     "Connect")
+       for key in ("errors.retry.timeout", "errors.retry.delay.max.ms")},
 }
 """Key → its rule. ``shared.config.seed.translate`` applies it."""
 
