@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from hudi_sink.shared.config.environment import deep_merge, env_overrides
 from hudi_sink.shared.config.java_properties import parse_properties
 from hudi_sink.shared.config.seed import KeyFate, translate
 from hudi_sink.shared.errors import ConfigError
@@ -33,6 +35,24 @@ class ConfigFile:
     """Keys accepted but ignored, each with the reason."""
     fates: list[KeyFate] = field(default_factory=list)
     """For a file of Connect / Hudi keys: every key with its fate (``config check``'s table)."""
+
+    def check_schema_source(self, environ: Mapping[str, str],
+                            overrides: Mapping[str, Any] | None) -> None:
+        """A file that names Hudi's schema provider but none of its keys (registry URL or
+        schema file) would run with hudi-sink's default ``table.schema``, a schema nobody
+        chose: ``ConfigError`` naming the provider key, unless the environment or a flag sets
+        ``table.schema`` instead."""
+        provider = next((f for f in self.fates if f.key.endswith("schemaprovider.class")), None)
+        if provider is None or ("table", "schema") in self.origins:
+            return
+        given = deep_merge(env_overrides(environ), overrides or {}).get("table")
+        if isinstance(given, Mapping) and "schema" in given:
+            return
+        kind = "registry.url" if provider.value.endswith("SchemaRegistryProvider") else \
+            "source.schema.file"
+        raise ConfigError(f"{provider.value.rsplit('.', 1)[-1]} needs "
+                          f"hoodie.deltastreamer.schemaprovider.{kind} (or hoodie.streamer.…) for "
+                          "the table's schema, or table.schema", provider.key)
 
     def named(self, error: ConfigError) -> ConfigError:
         """``error`` naming the properties key that set the YAML key at fault, when one did

@@ -234,3 +234,16 @@ def test_readme_table_agrees_with_the_module() -> None:
         assert rows.get(key) == rule.status, f"README row of {key}: {rows.get(key)} ≠ {rule.status}"
     for prefix, rule in PREFIXES.items():
         assert rows.get(f"{prefix}*") == rule.status, prefix
+
+
+@pytest.mark.parametrize(("provider", "wanted"), [
+    ("org.apache.hudi.schema.SchemaRegistryProvider", "registry.url"),
+    ("org.apache.hudi.utilities.schema.FilebasedSchemaProvider", "source.schema.file")])
+def test_a_schema_provider_without_its_source_is_refused(tmp_path: Path, provider: str,
+                                                         wanted: str) -> None:
+    """Else the table would get hudi-sink's default schema, which nobody chose."""
+    path = _json(tmp_path, {"hoodie.schemaprovider.class": provider})
+    with pytest.raises(ConfigError, match=f"hoodie.deltastreamer.schemaprovider.{wanted}") as caught:
+        load_config(path, environ={})
+    assert caught.value.key == "hoodie.schemaprovider.class"
+    assert load_config(path, environ=SCHEMA_ENV).table.schema_ddl.startswith("id STRING")
