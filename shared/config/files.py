@@ -84,7 +84,8 @@ def _flat_text(key: str, value: Any) -> str:
 
 def _connect_keys(file: Path) -> dict[str, str] | None:
     """The flat keys of a Connect JSON connector config: ``{"name": …, "config": {…}}`` (the
-    body of Connect's ``POST /connectors``; ``name`` becomes a key beside the others, as in
+    body of Connect's ``POST /connectors``, or what ``GET /connectors/<name>`` answers, with
+    ``tasks`` and ``type`` beside; ``name`` becomes a key beside the others, as in
     ``PUT /connectors/<name>/config``), or a bare object whose values are all scalars. None
     for any other JSON (a YAML-shaped config written as JSON, with sections)."""
     try:
@@ -93,7 +94,7 @@ def _connect_keys(file: Path) -> dict[str, str] | None:
         raise ConfigError(f"config file {file} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {file} must hold an object at the top level")
-    if isinstance(data.get("config"), dict) and set(data) <= {"name", "config", "tasks"}:
+    if isinstance(data.get("config"), dict) and set(data) <= {"name", "config", "tasks", "type"}:
         connector = dict(data["config"])
         if "name" in data and "name" not in connector:
             connector = {"name": data["name"], **connector}

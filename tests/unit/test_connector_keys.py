@@ -180,6 +180,9 @@ def test_json_shapes(tmp_path: Path) -> None:
     body = _json(tmp_path, {"name": "orders-sink", "config": {"topics": "a,b"}}, "body.json")
     assert load_config(body, environ=SCHEMA_ENV).name == "orders-sink"
     assert load_config(body, environ=SCHEMA_ENV).kafka.topics == ["a", "b"]
+    answer = _json(tmp_path, {"name": "n", "config": {"topics": "a"}, "type": "sink",
+                              "tasks": [{"connector": "n", "task": 0}]}, "answer.json")
+    assert load_config(answer, environ=SCHEMA_ENV).name == "n"  # GET /connectors/<name>
     bare = _json(tmp_path, {"topics": "a", "hoodie.table.name": "t"}, "bare.json")
     assert load_config(bare, environ=SCHEMA_ENV).table.name == "t"
     sections = _json(tmp_path, {"name": "s", "kafka": {"topics": ["x"]}}, "sections.json")
