@@ -99,6 +99,7 @@ class TransactionDriver:
         self._abort_request: str | None = None
         """A REST abort: the instant it is for (never applied to another one)."""
         self._waiting_logged_for: tuple[str, str] | None = None
+        self.draining = False  # stopping (services.coordinator.drain): start no new instant
         self._idle = IdleInstants(context.table, context.metrics, context.config.transaction, self.phase)
         self._status_checks = StatusChecks(context.committer, context.table, context.metrics)
 
@@ -207,7 +208,7 @@ class TransactionDriver:
     async def step(self) -> None:
         now = self._clock()
         match self.phase.now:
-            case Closed(name=CoordinatorPhase.IDLE):
+            case Closed(name=CoordinatorPhase.IDLE) if not self.draining:
                 await self._start_transaction()
             case Open(txn=state) if self._take_abort_request(state.instant):
                 await self.abort(AbortReason.FORCED)
