@@ -52,8 +52,10 @@ async def drain(driver: TransactionDriver, budget_s: float) -> bool:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + budget_s
     ended: str | None = None
+    seen: str | None = None
     while driver.is_leader and (driver.current is not None or driver.starting is not None):
         state = driver.current
+        seen = state.instant if state is not None else seen
         if state is not None and state.instant != ended \
                 and driver.phase.state is CoordinatorPhase.STARTED:
             ended = state.instant
@@ -61,11 +63,11 @@ async def drain(driver: TransactionDriver, budget_s: float) -> bool:
             log.info("stopping: ended %s; committing what the participants report", ended)
         if loop.time() >= deadline:
             log.warning("stopping: %s not decided within %.1f s of the shutdown budget",
-                        ended or driver.starting, budget_s)
+                        seen or driver.starting, budget_s)
             return False
         await asyncio.sleep(POLL_S)
-    if ended is not None:
-        view = driver.history.get(ended)  # none for an instant withdrawn (nothing moved)
-        log.info("stopping: %s %s; no new instant started", ended,
+    if seen is not None:
+        view = driver.history.get(seen)  # none for an instant withdrawn (nothing moved)
+        log.info("stopping: %s %s; no new instant started", seen,
                  view.state if view is not None else "withdrawn")
     return True
