@@ -17,6 +17,7 @@ from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.runtime.faults import Faults
 from hudi_sink.shared.runtime.logs import configure_logging, held_log_lines, set_log_format
 from hudi_sink.shared.runtime.runner import serve_service
+from hudi_sink.shared.storage.object_store import MissingCredentialsError
 
 __all__ = ["main"]
 
@@ -331,6 +332,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"hudi-sink: configuration error: {len(lines)} problems", file=sys.stderr)
             for line in lines:
                 print(f"  {line}", file=sys.stderr)
+        code = 2
+    except MissingCredentialsError as exc:  # one line naming what is missing, as for a bad key
+        print(f"hudi-sink: error: {exc}", file=sys.stderr)
         code = 2
     except KeyboardInterrupt:
         code = 0

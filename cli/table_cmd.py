@@ -26,6 +26,8 @@ from hudi_sink.shared.hudi.sink_log import SinkLog
 from hudi_sink.shared.hudi.table import HudiTable
 from hudi_sink.shared.hudi.time_travel import AsOf, AsOfError, resolve_as_of
 from hudi_sink.shared.storage.backend import filesystem_for
+from hudi_sink.shared.storage.credentials import is_credentials_lookup_failure, no_credentials
+from hudi_sink.shared.storage.object_store import MissingCredentialsError
 from hudi_sink.shared.storage.store_uri import is_object_store_uri, parse_store_uri, reader_storage_options
 
 __all__ = ["run_table", "table_summary", "table_history", "read_rows", "check_as_of"]
@@ -131,11 +133,16 @@ def _read(path: str, as_of: str | None, options: Options) -> Any:
     if is_object_store_uri(path):
         scheme = parse_store_uri(path).scheme
         builder = builder.with_storage_options(reader_storage_options(scheme, options or {}, os.environ))
-    hudi_table = builder.build()
     read_options = HudiReadOptions()
     if as_of:
         read_options = read_options.with_as_of_timestamp(as_of)
-    batches = hudi_table.read(read_options)
+    try:
+        batches = builder.build().read(read_options)
+    except Exception as exc:  # noqa: BLE001 - hudi-rs raises its own types, with a debug dump
+        if is_credentials_lookup_failure(str(exc)):
+            raise MissingCredentialsError(no_credentials(
+                _absolute(path), options or {}, None, str(exc))) from exc
+        raise
     if not batches:
         return pa.table({})
     return pa.Table.from_batches(batches)
