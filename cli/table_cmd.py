@@ -27,7 +27,12 @@ from hudi_sink.shared.hudi.replace import ReplaceTimeline
 from hudi_sink.shared.hudi.table import HudiTable
 from hudi_sink.shared.hudi.time_travel import AsOf, AsOfError, resolve_as_of
 from hudi_sink.shared.storage.backend import filesystem_for
-from hudi_sink.shared.storage.credentials import is_credentials_lookup_failure, no_credentials
+from hudi_sink.shared.storage.credentials import (
+    is_credentials_lookup_failure,
+    needs_metadata_service,
+    no_credentials,
+    probe_metadata_service,
+)
 from hudi_sink.shared.storage.object_store import MissingCredentialsError
 from hudi_sink.shared.storage.store_uri import is_object_store_uri, parse_store_uri, reader_storage_options
 
@@ -40,11 +45,25 @@ Options = Mapping[str, str] | None
 
 def _open(path: str, options: Options = None) -> HudiTable:
     path = _absolute(path)
+    _credentials_or_exit(path, options)
     table = HudiTable(filesystem_for(path, options), path)
     if not table.is_initialized():
         missing = f"{layout.METAFOLDER}/{layout.PROPERTIES_FILE}"
         raise ConfigError(f"no Hudi table at {path} ({missing} missing)", "--path")
     return table
+
+
+def _credentials_or_exit(path: str, options: Options) -> None:
+    """An ``s3://`` table with nothing but the metadata service to give credentials: ask it
+    once, briefly, before any client does (object_store would retry it for a minute off
+    EC2); MissingCredentialsError (exit 2, one line) when it gives none."""
+    if not is_object_store_uri(path):
+        return
+    scheme = parse_store_uri(path).scheme
+    if needs_metadata_service(scheme, options or {}):
+        why = probe_metadata_service()
+        if why is not None:
+            raise MissingCredentialsError(no_credentials(path, options or {}, None, why))
 
 
 def _absolute(path: str) -> str:
@@ -111,6 +130,7 @@ def _read(path: str, as_of: str | None, options: Options) -> Any:
     from hudi import HudiReadOptions, HudiTableBuilder
 
     builder = HudiTableBuilder.from_base_uri(_absolute(path))
+    _credentials_or_exit(path, options)
     if is_object_store_uri(path):
         scheme = parse_store_uri(path).scheme
         builder = builder.with_storage_options(reader_storage_options(scheme, options or {}, os.environ))

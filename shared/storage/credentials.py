@@ -29,13 +29,15 @@ from __future__ import annotations
 
 import configparser
 import os
+import urllib.error
+import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
 from hudi_sink.shared.errors import ConfigError
 
 __all__ = ["resolve_options", "is_credentials_lookup_failure", "no_credentials", "half_pair",
-           "PROFILE_OPTION"]
+           "PROFILE_OPTION", "needs_metadata_service", "probe_metadata_service"]
 
 PROFILE_OPTION = "aws_profile"
 """An option naming the profile (``--storage-option aws_profile=prod``); not an object_store
@@ -120,6 +122,37 @@ def resolve_options(scheme: str, options: Mapping[str, str],
         if settings.get(setting) and not _is_set(resolved, env, option):
             resolved[option] = settings[setting]
     return resolved
+
+
+def needs_metadata_service(scheme: str, options: Mapping[str, str],
+                           environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``object_store`` would have only the instance metadata service to ask: an
+    ``s3://`` store with no keys (options, environment, profile) and no web identity or
+    container credentials. (ConfigError for a named profile it cannot use.)"""
+    env = os.environ if environ is None else environ
+    if scheme != "s3" or any(env.get(v) for v in _AMBIENT):
+        return False
+    resolved = resolve_options(scheme, options, env)
+    return not (_is_set(resolved, env, _KEY_ID) or _is_set(resolved, env, _SECRET))
+
+
+def probe_metadata_service(environ: Mapping[str, str] | None = None,
+                           timeout_s: float = 1.0) -> str | None:
+    """None when the instance metadata service hands out a session token (IMDSv2, as
+    object_store asks); else why not. One attempt of ``timeout_s``, as the AWS SDKs default
+    to: off EC2 the address often drops packets, and object_store would retry for a minute."""
+    env = os.environ if environ is None else environ
+    endpoint = (env.get("AWS_METADATA_ENDPOINT") or "http://169.254.169.254").rstrip("/")
+    request = urllib.request.Request(  # noqa: S310 - http(s) endpoint of the metadata service
+        f"{endpoint}/latest/api/token", method="PUT",
+        headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as answer:  # noqa: S310
+            return None if answer.status == 200 else f"{endpoint} answered {answer.status}"
+    except urllib.error.HTTPError as exc:
+        return f"{endpoint} answered {exc.code} {exc.reason}"
+    except (OSError, ValueError) as exc:
+        return f"{endpoint} did not answer within {timeout_s:g} s ({exc})"
 
 
 def is_credentials_lookup_failure(text: str) -> bool:

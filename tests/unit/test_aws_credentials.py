@@ -12,7 +12,9 @@ from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.storage.credentials import (
     half_pair,
     is_credentials_lookup_failure,
+    needs_metadata_service,
     no_credentials,
+    probe_metadata_service,
     resolve_options,
 )
 from hudi_sink.shared.storage.object_store import MissingCredentialsError, StorageError, storage_error
@@ -140,3 +142,23 @@ def test_other_store_errors_keep_their_summary_without_the_debug_dump() -> None:
     error = storage_error(GenericError(text), "s3://bucket", {})
     assert type(error) is StorageError
     assert str(error) == "GenericError: Generic S3 error: 500 Internal Server Error"
+
+
+def test_only_a_store_with_no_other_source_needs_the_metadata_service(
+        aws_home: dict[str, str]) -> None:
+    nothing = {"AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/c", "AWS_CONFIG_FILE": "/nonexistent/f"}
+    assert needs_metadata_service("s3", {}, nothing)
+    assert not needs_metadata_service("s3", {}, aws_home)  # the default profile has keys
+    assert not needs_metadata_service("s3", {}, {**nothing, "AWS_ACCESS_KEY_ID": "a"})
+    assert not needs_metadata_service("s3", {}, {**nothing, "AWS_WEB_IDENTITY_TOKEN_FILE": "/t"})
+    assert not needs_metadata_service("gs", {}, nothing)
+
+
+def test_the_probe_says_why_the_metadata_service_gave_nothing() -> None:
+    import socket
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # bound, not listening: refused
+        why = probe_metadata_service({"AWS_METADATA_ENDPOINT": f"http://127.0.0.1:{port}"})
+    assert why is not None and "did not answer within 1 s" in why

@@ -6,9 +6,11 @@ what is missing (it printed a 24-line Rust debug dump and exited 1); with keys o
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -16,9 +18,10 @@ from pathlib import Path
 import pytest
 from s3_server import ACCESS_KEY, REGION, SECRET_KEY, MotoS3
 
+from hudi_sink.cli import table_cmd
 from hudi_sink.shared.config.settings import TableConfig
 from hudi_sink.shared.hudi.table import HudiTable
-from hudi_sink.shared.storage.object_store import ObjectStoreFileSystem
+from hudi_sink.shared.storage.object_store import MissingCredentialsError, ObjectStoreFileSystem
 
 ROOT = Path(__file__).resolve().parents[2]
 HUDI_SINK = str(Path(sys.executable).with_name("hudi-sink"))
@@ -49,6 +52,19 @@ def metadata_endpoint() -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def silent_endpoint() -> Iterator[str]:
+    """A metadata address that takes connections and never answers (as 169.254.169.254 off
+    EC2 often behaves): object_store would wait and retry for minutes."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
 
 
 @pytest.fixture
@@ -103,3 +119,33 @@ def test_the_default_profile_of_aws_credentials_is_used(
     assert named.stderr.strip() == (
         f"hudi-sink: configuration error: AWS_PROFILE: AWS profile 'prod' is in neither "
         f"{tmp_path / '.aws' / 'credentials'} nor {tmp_path / '.aws' / 'config'}")
+
+
+def test_a_silent_metadata_service_is_asked_once_briefly(
+        tmp_path: Path, moto_s3: MotoS3, s3_table: str, silent_endpoint: str) -> None:
+    started = time.monotonic()
+    done = _hudi_sink(tmp_path, moto_s3, silent_endpoint, "table", "show", "--path", s3_table)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "did not answer within 1 s" in done.stderr, done.stderr
+    assert elapsed < 40, elapsed  # the command's start-up (~5 s under load) and one 1 s probe
+
+
+def test_hudi_rs_failing_to_find_credentials_is_the_same_line(
+        tmp_path: Path, moto_s3: MotoS3, s3_table: str, metadata_endpoint: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The metadata service answered the probe, then gave hudi-rs nothing (or went away):
+    hudi-rs' own error becomes the one line too."""
+    for key in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_s3.endpoint)
+    monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
+    monkeypatch.setenv("AWS_METADATA_ENDPOINT", metadata_endpoint)
+    monkeypatch.setattr(table_cmd, "probe_metadata_service", lambda: None)
+    with pytest.raises(MissingCredentialsError) as caught:
+        table_cmd._read(s3_table, None, None)  # straight to hudi-rs, as `table read` goes
+    assert str(caught.value).startswith("no credentials for s3://"), caught.value
+    assert "\n" not in str(caught.value) and "403" in str(caught.value)
+    assert "HudiCoreError" in repr(caught.value.__cause__), caught.value.__cause__
