@@ -1,13 +1,13 @@
 """``hudi-sink`` console script: argument parsing and wiring only.
 
-Exit codes: 0 clean stop, 1 runtime failure, 2 bad config or usage.
+Exit codes: 0 clean stop, 1 runtime failure, 2 bad config or usage; how a failure is told is
+``cli.failures``'.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -21,8 +21,6 @@ from hudi_sink.shared.runtime.logs import configure_logging, held_log_lines, set
 from hudi_sink.shared.runtime.runner import serve_service
 
 __all__ = ["main"]
-
-log = logging.getLogger("hudi_sink.cli")
 
 
 class _Parser(argparse.ArgumentParser):
