@@ -44,8 +44,9 @@ from hudi_sink.cli.table_check import check_table
 from hudi_sink.shared.config.deprecated import DEPRECATED_KEYS, deprecations
 
 # The loader's own environment parsing, so "env" is attributed exactly as the loader applied it.
-from hudi_sink.shared.config.environment import env_overrides
+from hudi_sink.shared.config.environment import deep_merge, env_overrides
 from hudi_sink.shared.config.files import read_config_file
+from hudi_sink.shared.config.kafka_security import offline_notes
 from hudi_sink.shared.config.settings import SinkConfig, load_config
 from hudi_sink.shared.errors import ConfigError
 
@@ -148,13 +149,19 @@ class Checked:
     """Deprecated keys the config uses, each with what replaces it."""
     table: str = ""
     """What was found at ``table.base_path`` (``cli.table_check``)."""
+    offline: list[str] = dc_field(default_factory=list)
+    """With ``--offline``: each file or package key that was not checked."""
 
 
-def check_config(path: str | Path, environ: Mapping[str, str] | None = None) -> Checked:
+def check_config(path: str | Path, environ: Mapping[str, str] | None = None, *,
+                 offline: bool = False) -> Checked:
     """Load ``path`` as a service would; return the config, its redacted dump and each leaf's
-    source. Raises ``ConfigError`` (exit 2 naming the key) exactly where a service would."""
+    source. Raises ``ConfigError`` (exit 2 naming the key) exactly where a service would.
+    ``offline``: files and packages only the sink's machine has are not checked, and the
+    result's ``offline`` lists each such key."""
     env = dict(os.environ if environ is None else environ)
-    config = load_config(path, environ=env, log_notes=False)  # the output lists them, once
+    # log_notes=False: the output lists them, once
+    config = load_config(path, environ=env, log_notes=False, offline=offline)
     problems, table = check_table(config)  # the table it names, read-only, as a service checks it
     if problems:
         raise ConfigError(problems[0][1], problems[0][0], problems=problems)
@@ -176,8 +183,9 @@ def check_config(path: str | Path, environ: Mapping[str, str] | None = None) -> 
         for data, source in ((env_data, "env"), (file_data, "file")):
             if sources.get(new_path) == "default" and _has(data, old_path):
                 sources[new_path] = source
+    skipped = offline_notes(deep_merge(dict(file_data), env_data)) if offline else []
     return Checked(config, _redact(dumped), sources, origins, list(file.warnings),
-                   deprecations(config), table)
+                   deprecations(config), table, skipped)
 
 
 def _key(text: str) -> str:
@@ -193,6 +201,7 @@ def render_yaml(checked: Checked, origin: str) -> str:
     lines += [f"# ignored: {warning}" for warning in checked.warnings]
     lines += [f"# deprecated: {note}" for note in checked.deprecated]
     lines += [f"# table: {checked.table}"] if checked.table else []
+    lines += [f"# offline: {note}" for note in checked.offline]
 
     def walk(node: Mapping[str, Any], path: KeyPath, depth: int) -> None:
         for key, value in node.items():
@@ -229,6 +238,7 @@ def render_json(checked: Checked) -> str:
         "ignored": checked.warnings,
         "deprecated": checked.deprecated,
         "table": checked.table,
+        "offline": checked.offline,
         "topics": [config.control_topic, config.dlq_topic, config.deletion_topic,
                    config.deletion_retry_topic, config.deletion_dlq_topic],
         "groups": [config.participants_group, config.coordinator_group, config.deleter_group],
