@@ -34,7 +34,7 @@ from hudi_sink.shared.config.settings import SinkConfig
 from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.kafka.connection import TopicAdmin
 
-__all__ = ["ensure_sink_topics", "replica_shortfalls", "check_min_insync",
+__all__ = ["ensure_sink_topics", "replica_shortfalls", "check_min_insync", "min_insync_of",
            "not_enough_replicas_hint", "missing_topics_message"]
 
 log = logging.getLogger("hudi_sink.kafka.topics")
@@ -54,7 +54,7 @@ def replica_shortfalls(replicas: Mapping[str, int], min_insync: Mapping[str, int
     ]
 
 
-def _min_insync(responses: list[Any]) -> dict[str, int]:
+def min_insync_of(responses: list[Any]) -> dict[str, int]:
     found: dict[str, int] = {}
     for response in responses:
         for error_code, _message, _type, name, entries in (r[:5] for r in response.resources):
@@ -76,7 +76,7 @@ async def check_min_insync(admin: AIOKafkaAdminClient, topics: list[str]) -> lis
     resources = [ConfigResource(ConfigResourceType.TOPIC, topic, {_MIN_INSYNC: None})
                  for topic in replicas]
     try:
-        found = _min_insync(await admin.describe_configs(resources)) if resources else {}
+        found = min_insync_of(await admin.describe_configs(resources)) if resources else {}
     except (KafkaError, OSError, ValueError) as exc:
         log.info("min.insync.replicas of the sink's topics not checked: %r", exc)
         return []
