@@ -7,8 +7,8 @@ connection), and never re-authenticates a connection that stays open. So:
 - :class:`FileTokenProvider` reads the file at every login: a sidecar, the Strimzi OAuth
   operator or a projected service-account token can rotate it, and the next connection uses
   the new token without a restart. The file is read in a worker thread (a mounted volume may
-  be slow); an empty file is an error naming it, not an empty token the broker refuses with
-  a vaguer message.
+  be slow); an empty or unreadable file fails that login naming it (:class:`OAuthTokenUnavailable`),
+  not with an empty token the broker refuses with a vaguer message.
 - :class:`MskIamTokenProvider` signs a token with the Amazon MSK IAM signer
   (``aws-msk-iam-sasl-signer-python``, optional extra ``hudi-sink[msk]``) from the standard
   AWS credential chain (environment, ``AWS_PROFILE``, web identity / IRSA, instance role),
@@ -27,15 +27,24 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka.abc import AbstractTokenProvider
+from aiokafka.errors import KafkaError
 
 from hudi_sink.shared.config.kafka_security import MSK_SIGNER_MODULE
 from hudi_sink.shared.config.settings import KafkaConfig
-from hudi_sink.shared.errors import ConfigError, HudiSinkBug
+from hudi_sink.shared.errors import HudiSinkBug
 
-__all__ = ["FileTokenProvider", "MskIamTokenProvider", "sasl_options"]
+__all__ = ["FileTokenProvider", "MskIamTokenProvider", "OAuthTokenUnavailable", "sasl_options"]
 
 _MSK_REFRESH_MARGIN_S = 60.0
 """A signed MSK token is replaced this long before it expires (they last 15 minutes)."""
+
+
+class OAuthTokenUnavailable(KafkaError):
+    """No token now: the token file cannot be read or is empty, or the MSK signer failed.
+    A KafkaError on purpose: aiokafka treats it as a failed connection and tries again later (a rotation in progress heals), and at start
+    ``wait_for_kafka`` retries it until ``kafka.startup_timeout_s``, then exits 2 with it as
+    the reason. Any other exception would escape aiokafka's connection handling and break the
+    client for good."""
 
 
 class FileTokenProvider(AbstractTokenProvider):
@@ -48,11 +57,10 @@ class FileTokenProvider(AbstractTokenProvider):
         try:
             token = Path(self.path).read_text(encoding="utf-8").strip()
         except OSError as exc:
-            raise ConfigError(f"cannot read the OAuth token file {self.path}: {exc}",
-                              "kafka.sasl_oauth_token_file") from exc
+            raise OAuthTokenUnavailable(f"kafka.sasl_oauth_token_file: cannot read {self.path}: "
+                                        f"{exc}") from exc
         if not token:
-            raise ConfigError(f"the OAuth token file {self.path} is empty",
-                              "kafka.sasl_oauth_token_file")
+            raise OAuthTokenUnavailable(f"kafka.sasl_oauth_token_file: {self.path} is empty")
         return token
 
     async def token(self) -> str:
@@ -70,7 +78,11 @@ class MskIamTokenProvider(AbstractTokenProvider):
 
     def _sign(self) -> tuple[str, float]:
         signer = importlib.import_module(f"{MSK_SIGNER_MODULE}.MSKAuthTokenProvider")
-        token, expiry_ms = signer.generate_auth_token(self.region)
+        try:
+            token, expiry_ms = signer.generate_auth_token(self.region)
+        except Exception as exc:  # botocore's: no credentials, an expired web identity token …
+            raise OAuthTokenUnavailable(f"kafka.sasl_oauth_msk_region: cannot sign an MSK IAM "
+                                        f"token for {self.region}: {exc!r}") from exc
         return str(token), float(expiry_ms) / 1000
 
     async def token(self) -> str:

@@ -18,7 +18,11 @@ from hudi_sink.cli.main import main
 from hudi_sink.shared.config.settings import KafkaConfig, config_from_mapping, load_config
 from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.kafka.connection import client_options
-from hudi_sink.shared.kafka.sasl import FileTokenProvider, MskIamTokenProvider
+from hudi_sink.shared.kafka.sasl import (
+    FileTokenProvider,
+    MskIamTokenProvider,
+    OAuthTokenUnavailable,
+)
 
 
 def _problems(kafka: dict[str, Any], offline: bool = False) -> list[tuple[str | None, str]]:
@@ -82,7 +86,10 @@ async def test_the_token_file_is_read_again_at_every_login(tmp_path: Path) -> No
     token.write_text("rotated-token")  # a sidecar or the Strimzi operator rotates it
     assert await provider.token() == "rotated-token"
     token.write_text("  \n")
-    with pytest.raises(ConfigError, match="is empty"):
+    with pytest.raises(OAuthTokenUnavailable, match="sasl_oauth_token_file: .* is empty"):
+        await provider.token()  # a KafkaError: aiokafka retries the connection, not crashes
+    token.unlink()
+    with pytest.raises(OAuthTokenUnavailable, match="cannot read"):
         await provider.token()
 
 
