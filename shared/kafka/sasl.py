@@ -41,10 +41,11 @@ _MSK_REFRESH_MARGIN_S = 60.0
 
 class OAuthTokenUnavailable(KafkaError):
     """No token now: the token file cannot be read or is empty, or the MSK signer failed.
-    A KafkaError on purpose: aiokafka treats it as a failed connection and tries again later (a rotation in progress heals), and at start
-    ``wait_for_kafka`` retries it until ``kafka.startup_timeout_s``, then exits 2 with it as
-    the reason. Any other exception would escape aiokafka's connection handling and break the
-    client for good."""
+
+    A KafkaError on purpose: aiokafka treats it as a failed connection and tries again later
+    (a rotation in progress heals), and at start ``wait_for_kafka`` retries it until
+    ``kafka.startup_timeout_s``, then exits 2 with it as the reason. Any other exception would
+    escape aiokafka's connection handling and break the client for good."""
 
 
 class FileTokenProvider(AbstractTokenProvider):
