@@ -5,14 +5,18 @@ fails."""
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 
+import pytest
 from aiokafka.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     RequestTimedOutError,
 )
 
+from hudi_sink.shared.deletion.intent import DeletionReason, PendingDelete
+from hudi_sink.shared.deletion.sender import IntentSender
 from hudi_sink.shared.kafka.sink_topics import (
     min_insync_of,
     missing_topics_message,
@@ -53,3 +57,24 @@ def test_not_enough_replicas_is_explained_other_errors_are_not() -> None:
         assert hint is not None and "s-control" in hint and "min.insync.replicas" in hint
     assert not_enough_replicas_hint(RequestTimedOutError(), "s-control") is None
     assert not_enough_replicas_hint(None, "s-control") is None
+
+
+class _RefusingProducer:
+    async def send(self, topic: str, value: bytes, key: bytes | None = None) -> object:
+        raise NotEnoughReplicasError()
+
+    async def send_and_wait(self, topic: str, value: bytes, **_: object) -> object:
+        raise NotEnoughReplicasError()
+
+
+async def test_intent_sends_refused_for_replicas_are_explained_and_raised(
+        caplog: pytest.LogCaptureFixture) -> None:
+    sender = IntentSender(_RefusingProducer(), "s-deletion")  # type: ignore[arg-type]
+    intent = PendingDelete(table_path="/t", file_path="/t/f.parquet",
+                           reason=DeletionReason.ABORTED_INSTANT, killing_instant="20260101000000000")
+    with caplog.at_level(logging.ERROR), pytest.raises(NotEnoughReplicasError):
+        await sender.send_intents([intent])
+    with caplog.at_level(logging.ERROR), pytest.raises(NotEnoughReplicasError):
+        await sender.send("s-deletion-dlq", intent)
+    explained = [r.getMessage() for r in caplog.records if "NOT_ENOUGH_REPLICAS" in r.getMessage()]
+    assert len(explained) == 2 and "s-deletion-dlq" in explained[1]
