@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import importlib.util
+import json
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -167,3 +168,16 @@ def test_services_still_check_the_files(tmp_path: Path) -> None:
                                               "ssl_cafile": str(tmp_path / "ca.pem")}}))
     with pytest.raises(ConfigError, match="kafka.ssl_cafile: file not found"):
         load_config(path, environ={})
+
+
+def test_offline_skips_the_registry_ca_file_too(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "sink.yaml"
+    path.write_text(yaml.safe_dump({"avro": {"registry_url": "https://registry:8081",
+                                             "registry_ca_file": "/etc/hudi-sink/registry/ca.crt"}}))
+    assert main(["config", "check", "--config", str(path)]) == 2
+    assert "registry_ca_file" in capsys.readouterr().err
+    assert main(["config", "check", "--config", str(path), "--offline", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["offline"] == ["avro.registry_ca_file: /etc/hudi-sink/registry/ca.crt not checked "
+                                 "(--offline: the file is read where the sink runs)"]
