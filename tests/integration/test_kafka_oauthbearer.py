@@ -24,7 +24,7 @@ import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from eventually import eventually
 from kafka_cluster import KafkaCluster
-from pipeline import HUDI_SINK
+from pipeline import HTTP, HUDI_SINK
 
 from hudi_sink.cli.broker import free_port
 from hudi_sink.shared.config.settings import SinkConfig, load_config
@@ -100,7 +100,7 @@ def test_the_token_file_logs_in_and_is_read_again_at_every_login(
         def ready() -> bool:
             assert process.poll() is None, process.stdout.read()  # type: ignore[union-attr]
             try:
-                return httpx.get(f"http://127.0.0.1:{port}/ready", timeout=2).status_code == 200
+                return HTTP.get(f"http://127.0.0.1:{port}/ready", timeout=2).status_code == 200
             except httpx.HTTPError:
                 return False
 

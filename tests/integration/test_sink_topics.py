@@ -16,7 +16,7 @@ import pytest
 import yaml
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from eventually import eventually
-from pipeline import HUDI_SINK
+from pipeline import HTTP, HUDI_SINK
 
 from hudi_sink.cli.broker import EmbeddedBroker, free_port
 
@@ -67,7 +67,7 @@ def _run_until_ready(role: str, config: Path) -> None:
             if process.poll() is not None:
                 raise AssertionError(f"{role} exited {process.returncode}: {process.stdout.read()}")  # type: ignore[union-attr]
             try:
-                return httpx.get(f"http://127.0.0.1:{port}/ready", timeout=2).status_code == 200
+                return HTTP.get(f"http://127.0.0.1:{port}/ready", timeout=2).status_code == 200
             except httpx.HTTPError:
                 return False
 
