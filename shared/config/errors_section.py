@@ -2,7 +2,8 @@
 words and in Kafka Connect's.
 
 Teams moving from a Connect sink bring Connect's error keys (``errors.tolerance: all``,
-``errors.deadletterqueue.topic.name``, ``errors.deadletterqueue.context.headers.enable``) and
+``errors.deadletterqueue.topic.name``, ``…topic.replication.factor``,
+``errors.deadletterqueue.context.headers.enable``) and
 tooling that reads Connect's ``__connect.errors.*`` headers; both are taken as they are.
 Connect's dotted names are real nested keys here (``errors: {deadletterqueue: {topic: {name:
 …}}}``), so the same name works in YAML, a ``.properties`` file
@@ -30,9 +31,16 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class _Replication(_Section):
+    factor: int | None = Field(None, ge=1)
+    """Replicas of the dead-letter topic when the sink creates it; None: as the sink's other
+    topics (``kafka.replication_factor``, else the broker's default). Connect's default is 3."""
+
+
 class _TopicName(_Section):
     name: str | None = Field(None, min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._-]+$")
     """The data dead-letter topic; None: ``<name>-dlq``."""
+    replication: _Replication = Field(default_factory=_Replication)
 
 
 class _HeadersEnable(_Section):
@@ -104,6 +112,11 @@ class ErrorsConfig(_Section):
     def dlq_topic_name(self) -> str | None:
         """``errors.deadletterqueue.topic.name`` when set."""
         return self.deadletterqueue.topic.name
+
+    @property
+    def dlq_replication_factor(self) -> int | None:
+        """``errors.deadletterqueue.topic.replication.factor`` when set."""
+        return self.deadletterqueue.topic.replication.factor
 
     @property
     def connect_headers(self) -> bool:

@@ -250,14 +250,15 @@ class TopicAdmin:
         *,
         exact_partitions: bool = False,
         config_key: str = "kafka",
+        replication_factor: int | None = None,
     ) -> int:
         """Create ``name`` unless it exists; return its partition count.
 
-        Its replication factor is ``kafka.replication_factor``, or when unset the broker's
-        ``default.replication.factor``: -1, which Kafka 4.3.1 and the development broker take
-        as "the default" even in aiokafka's CreateTopics v3 (the protocol documents it from
-        v4, Kafka 2.4); a broker that refuses it gets an error naming the topic, and the key
-        fixes it.
+        Its replication factor is ``replication_factor`` if given, else
+        ``kafka.replication_factor``, or when unset the broker's ``default.replication.factor``:
+        -1, which Kafka 4.3.1 and the development broker take as "the default" even in
+        aiokafka's CreateTopics v3 (the protocol documents it from v4, Kafka 2.4); a broker
+        that refuses it gets an error naming the topic, and the key fixes it.
 
         Several services start at once and may all try to create the same topic, so
         "already exists" from a concurrent creator counts as success. With
@@ -266,7 +267,8 @@ class TopicAdmin:
         """
         counts = await self.partition_counts([name])
         if name not in counts:
-            response = await self.admin.create_topics([self._new_topic(name, partitions)])
+            response = await self.admin.create_topics(
+                [self._new_topic(name, partitions, replication_factor)])
             # aiokafka returns per-topic errors in the response instead of raising.
             code, message = _topic_error(response, name)
             if code == 0:
@@ -288,8 +290,8 @@ class TopicAdmin:
             )
         return existing
 
-    def _new_topic(self, name: str, partitions: int) -> NewTopic:
-        factor = self._kafka.replication_factor
+    def _new_topic(self, name: str, partitions: int, factor: int | None) -> NewTopic:
+        factor = factor or self._kafka.replication_factor
         if factor is not None:
             return NewTopic(name=name, num_partitions=partitions, replication_factor=factor)
         # aiokafka's NewTopic takes -1 only beside a replica assignment: an empty one is

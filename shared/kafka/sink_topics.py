@@ -128,7 +128,8 @@ async def ensure_sink_topics(config: SinkConfig) -> None:
             if missing:
                 raise ConfigError(missing_topics_message(missing), "kafka.create_topics")
         await admin.ensure_topic(config.control_topic, 1, exact_partitions=True)
-        await admin.ensure_topic(config.dlq_topic, wanted[config.dlq_topic][0])
+        await admin.ensure_topic(config.dlq_topic, wanted[config.dlq_topic][0],
+                                 replication_factor=config.errors.dlq_replication_factor)
         deletion = await admin.ensure_topic(config.deletion_topic, config.deletion.partitions)
         await admin.ensure_topic(config.deletion_retry_topic, deletion)
         await admin.ensure_topic(config.deletion_dlq_topic, 1)

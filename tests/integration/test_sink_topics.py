@@ -1,6 +1,7 @@
 """The sink's own topics, through the contract (a ``hudi-sink`` service against the embedded
 broker): topics the sink creates take ``kafka.replication_factor`` (the broker reports the
-replicas asked for), or the broker's default when it is unset; with ``kafka.create_topics:
+replicas asked for), or the broker's default when it is unset, the DLQ Kafka Connect's
+``errors.deadletterqueue.topic.replication.factor`` when set; with ``kafka.create_topics:
 false`` a missing topic is exit 2 naming it, and existing topics start the service. (Kafka
 Connect's error keys run in ``test_bad_records``, on its sink.)"""
 
@@ -45,10 +46,12 @@ async def _create(bootstrap: str, topic: str) -> None:
         await admin.close()
 
 
-def _config(tmp_path: Path, name: str, bootstrap: str, **kafka: Any) -> Path:
+def _config(tmp_path: Path, name: str, bootstrap: str, errors: dict[str, Any] | None = None,
+            **kafka: Any) -> Path:
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump({
         "name": name,
+        "errors": errors or {},
         "kafka": {"bootstrap_servers": bootstrap, "topics": [f"{name}-data"],
                   "startup_timeout_s": 20, **kafka},
         "table": {"base_path": str(tmp_path / name)},
@@ -101,10 +104,11 @@ def test_created_topics_take_the_asked_replication_factor_and_create_topics_fals
     assert not [t for t in described if t.startswith(f"{asked}-") and t != f"{asked}-data"]
 
     _run_until_ready("deleter", _config(tmp_path, asked, broker.bootstrap, replication_factor=3))
-    _run_until_ready("deleter", _config(tmp_path, default, broker.bootstrap))
+    _run_until_ready("deleter", _config(tmp_path, default, broker.bootstrap, errors={
+        "deadletterqueue.topic.replication.factor": 2}))  # Connect's key, for the DLQ alone
     described = asyncio.run(_describe(broker.bootstrap))
     for suffix in SUFFIXES:
         assert described[f"{asked}-{suffix}"] == {3}, suffix
-        assert described[f"{default}-{suffix}"] == {1}, suffix  # the broker's default
+        assert described[f"{default}-{suffix}"] == ({2} if suffix == "dlq" else {1}), suffix
     # Now that they exist, a sink that may not create topics starts.
     _run_until_ready("deleter", _config(tmp_path, asked, broker.bootstrap, create_topics=False))

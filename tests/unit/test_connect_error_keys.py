@@ -42,6 +42,16 @@ def test_dlq_topic_defaults_to_name_dlq() -> None:
     config = config_from_mapping({"name": "orders"}, environ={})
     assert config.dlq_topic == "orders-dlq"
     assert config.errors.connect_headers is False
+    assert config.errors.dlq_replication_factor is None
+
+
+def test_dlq_replication_factor_takes_connects_key() -> None:
+    config = config_from_mapping(
+        {"errors": {"deadletterqueue.topic.replication.factor": "3"}}, environ={})
+    assert config.errors.dlq_replication_factor == 3
+    with pytest.raises(ConfigError) as caught:
+        config_from_mapping({"errors": {"deadletterqueue.topic.replication.factor": 0}}, environ={})
+    assert caught.value.key == "errors.deadletterqueue.topic.replication.factor"
 
 
 @pytest.mark.parametrize("errors", [
