@@ -187,7 +187,8 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         running = ParticipantClients(
             producer=producer, channel=channel, consumer=consumer,
             dlq=DeadLetterSender(producer, cfg.dlq_topic, connect=ConnectContext(
-                cfg.name, self.sender.id) if cfg.errors.connect_headers else None),
+                cfg.name, self.sender.id) if cfg.errors.connect_headers else None,
+                log_letters=cfg.errors.letter_logging),
         )
         consumer.subscribe(topics=list(cfg.kafka.topics),
                            listener=RebalanceSignal(self._registry, consumer))

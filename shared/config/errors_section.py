@@ -3,7 +3,7 @@ words and in Kafka Connect's.
 
 Teams moving from a Connect sink bring Connect's error keys (``errors.tolerance: all``,
 ``errors.deadletterqueue.topic.name``, ``…topic.replication.factor``,
-``errors.deadletterqueue.context.headers.enable``) and
+``errors.deadletterqueue.context.headers.enable``, ``errors.log.*``, ``errors.retry.*``) and
 tooling that reads Connect's ``__connect.errors.*`` headers; both are taken as they are.
 Connect's dotted names are real nested keys here (``errors: {deadletterqueue: {topic: {name:
 …}}}``), so the same name works in YAML, a ``.properties`` file
@@ -53,6 +53,35 @@ class _Context(_Section):
     headers: _HeadersEnable = Field(default_factory=_HeadersEnable)
 
 
+class _Include(_Section):
+    messages: bool = False
+    """With ``errors.log.enable``: the record's key and value in the line too (cut to 1,000
+    characters each). Off by default: records may hold personal data."""
+
+
+class _ErrorsLog(_Section):
+    enable: bool = False
+    """Log one line per bad record (topic, partition, offset, error class and message)."""
+    include: _Include = Field(default_factory=_Include)
+
+
+class _DelayMax(_Section):
+    ms: int = Field(60000, ge=0)
+
+
+class _Delay(_Section):
+    max: _DelayMax = Field(default_factory=_DelayMax)
+
+
+class _Retry(_Section):
+    timeout: int = Field(0, ge=-1)
+    """Kafka Connect's ``errors.retry.timeout`` and ``…retry.delay.max.ms``: accepted so a
+    Connect config runs as it is, with no effect. Connect retries a failed conversion; here a
+    record is refused by a pure function of its bytes and the schema, so a retry could only
+    give the same answer. Kafka and storage failures are retried by ``service.retry_*``."""
+    delay: _Delay = Field(default_factory=_Delay)
+
+
 class DeadLetterQueueConfig(_Section):
     """``errors.deadletterqueue.*``, Connect's names."""
 
@@ -93,6 +122,10 @@ class ErrorsConfig(_Section):
     deadletterqueue: DeadLetterQueueConfig = Field(default_factory=DeadLetterQueueConfig)
     """Connect's ``errors.deadletterqueue.topic.name`` and
     ``errors.deadletterqueue.context.headers.enable``."""
+    log: _ErrorsLog = Field(default_factory=_ErrorsLog)
+    """Connect's ``errors.log.enable`` and ``errors.log.include.messages``."""
+    retry: _Retry = Field(default_factory=_Retry)
+    """Connect's ``errors.retry.*``: accepted, no effect (see ``_Retry``)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -117,6 +150,13 @@ class ErrorsConfig(_Section):
     def dlq_replication_factor(self) -> int | None:
         """``errors.deadletterqueue.topic.replication.factor`` when set."""
         return self.deadletterqueue.topic.replication.factor
+
+    @property
+    def letter_logging(self) -> Literal["off", "errors", "records"]:
+        """``errors.log.enable`` / ``errors.log.include.messages`` as one setting."""
+        if not self.log.enable:
+            return "off"
+        return "records" if self.log.include.messages else "errors"
 
     @property
     def connect_headers(self) -> bool:

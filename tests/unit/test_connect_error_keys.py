@@ -150,3 +150,32 @@ async def test_the_sender_writes_connect_headers_to_the_configured_topic() -> No
     [(topic, headers)] = producer.sent
     assert topic == "connect-dlq"
     assert [n for n, _ in headers if n.startswith("__connect")] == CONNECT_NAMES
+
+
+@pytest.mark.parametrize(("errors", "mode"), [
+    ({}, "off"),
+    ({"log.enable": True}, "errors"),
+    ({"log.enable": "true", "log.include.messages": "true"}, "records"),
+    ({"log.include.messages": True}, "off"),  # as in Connect: nothing logged without enable
+])
+def test_errors_log_keys(errors: dict[str, Any], mode: str) -> None:
+    assert config_from_mapping({"errors": errors}, environ={}).errors.letter_logging == mode
+
+
+def test_errors_retry_keys_are_accepted() -> None:
+    config = config_from_mapping({"errors": {"retry.timeout": -1, "retry.delay.max.ms": 1000}},
+                                 environ={})
+    assert (config.errors.retry.timeout, config.errors.retry.delay.max.ms) == (-1, 1000)
+
+
+@pytest.mark.parametrize("mode", ["errors", "records"])
+async def test_each_new_letter_is_logged_when_asked(
+        mode: str, caplog: pytest.LogCaptureFixture) -> None:
+    producer = _Producer()
+    sender = DeadLetterSender(producer, "dlq", log_letters=mode)  # type: ignore[arg-type]
+    with caplog.at_level("WARNING", logger="hudi_sink.participant.dlq"):
+        sender.enqueue(("orders", 3), [_letter()])
+        sender.enqueue(("orders", 3), [_letter()])  # the same offset again: not a new letter
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith("orders-3 offset 41 to dlq: TypeMismatch: amount: expected DOUBLE")
+    assert ("value=b'{bad'" in line) == (mode == "records")
