@@ -39,8 +39,14 @@ class _Replication(_Section):
 
 class _TopicName(_Section):
     name: str | None = Field(None, min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._-]+$")
-    """The data dead-letter topic; None: ``<name>-dlq``."""
+    """The data dead-letter topic; None: ``<name>-dlq``. Empty (Connect's default, which
+    there means "no DLQ: drop bad records") is None too: here bad records are never dropped."""
     replication: _Replication = Field(default_factory=_Replication)
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _empty_is_default(cls, name: Any) -> Any:
+        return None if isinstance(name, str) and not name.strip() else name
 
 
 class _HeadersEnable(_Section):

@@ -45,6 +45,13 @@ def test_dlq_topic_defaults_to_name_dlq() -> None:
     assert config.errors.dlq_replication_factor is None
 
 
+def test_an_empty_dlq_topic_name_is_the_default_not_no_dlq() -> None:
+    """Connect's default "" means "drop bad records"; here they always go to a topic."""
+    config = config_from_mapping({"name": "orders", "errors": {
+        "tolerance": "all", "deadletterqueue.topic.name": ""}}, environ={})
+    assert config.dlq_topic == "orders-dlq"
+
+
 def test_dlq_replication_factor_takes_connects_key() -> None:
     config = config_from_mapping(
         {"errors": {"deadletterqueue.topic.replication.factor": "3"}}, environ={})
