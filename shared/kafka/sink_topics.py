@@ -55,6 +55,8 @@ def replica_shortfalls(replicas: Mapping[str, int], min_insync: Mapping[str, int
 
 
 def min_insync_of(responses: list[Any]) -> dict[str, int]:
+    """Topic -> ``min.insync.replicas`` from DescribeConfigs responses (any version); a
+    resource answered with an error, or without the entry, is left out."""
     found: dict[str, int] = {}
     for response in responses:
         for error_code, _message, _type, name, entries in (r[:5] for r in response.resources):
