@@ -45,6 +45,7 @@ from hudi_sink.shared.config.deprecated import DEPRECATED_KEYS, deprecations
 
 # The loader's own environment parsing, so "env" is attributed exactly as the loader applied it.
 from hudi_sink.shared.config.environment import deep_merge, env_overrides
+from hudi_sink.shared.config.errors_section import nest_dotted
 from hudi_sink.shared.config.files import read_config_file
 from hudi_sink.shared.config.kafka_security import offline_notes
 from hudi_sink.shared.config.settings import SinkConfig, load_config
@@ -167,6 +168,8 @@ def check_config(path: str | Path, environ: Mapping[str, str] | None = None, *,
         raise ConfigError(problems[0][1], problems[0][0], problems=problems)
     file = read_config_file(path)
     file_data = file.data
+    if isinstance(file_data.get("errors"), Mapping):  # Connect's dotted names, as the model reads them
+        file_data = {**file_data, "errors": nest_dotted(file_data["errors"])}
     env_data = env_overrides(env)
     dumped = config.model_dump(mode="json", by_alias=True)
     sources: dict[KeyPath, str] = {}

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["ErrorsConfig", "DeadLetterQueueConfig", "CONNECT_TOLERANCE"]
+__all__ = ["ErrorsConfig", "DeadLetterQueueConfig", "CONNECT_TOLERANCE", "nest_dotted"]
 
 CONNECT_TOLERANCE = {"none": "fail", "all": "dlq"}
 """Kafka Connect's ``errors.tolerance`` values and the behaviour each names here: ``none``
@@ -95,7 +95,7 @@ class DeadLetterQueueConfig(_Section):
     context: _Context = Field(default_factory=_Context)
 
 
-def _nest_dotted(data: Mapping[str, Any]) -> dict[str, Any]:
+def nest_dotted(data: Mapping[str, Any]) -> dict[str, Any]:
     """``{"deadletterqueue.topic.name": x}`` -> ``{"deadletterqueue": {"topic": {"name": x}}}``
     (a dotted key written inside the section); nested keys of the same path merge."""
     nested: dict[str, Any] = {}
@@ -109,9 +109,9 @@ def _nest_dotted(data: Mapping[str, Any]) -> dict[str, Any]:
             node = child
         last = parts[-1]
         if isinstance(value, Mapping) and isinstance(node.get(last), dict):
-            node[last] = {**node[last], **_nest_dotted(value)}
+            node[last] = {**node[last], **nest_dotted(value)}
         elif isinstance(value, Mapping):
-            node[last] = _nest_dotted(value)
+            node[last] = nest_dotted(value)
         else:
             node[last] = value
     return nested
@@ -137,7 +137,7 @@ class ErrorsConfig(_Section):
     @classmethod
     def _dotted_keys(cls, data: Any) -> Any:
         if isinstance(data, Mapping) and any("." in str(key) for key in data):
-            return _nest_dotted(data)
+            return nest_dotted(data)
         return data
 
     @field_validator("tolerance", mode="before")

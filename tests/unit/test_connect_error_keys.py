@@ -6,12 +6,14 @@ writes them)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from hudi_sink.cli.main import main
 from hudi_sink.services.participant.dead_letters import ConnectContext, DeadLetter, parse_headers
 from hudi_sink.services.participant.decoded import Rejected
 from hudi_sink.services.participant.dlq_sender import DeadLetterSender
@@ -186,3 +188,16 @@ async def test_each_new_letter_is_logged_when_asked(
     [line] = [r.getMessage() for r in caplog.records]
     assert line.startswith("orders-3 offset 41 to dlq: TypeMismatch: amount: expected DOUBLE")
     assert ("value=b'{bad'" in line) == (mode == "records")
+
+
+def test_config_check_attributes_dotted_keys_to_the_file(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "sink.yaml"
+    path.write_text(yaml.safe_dump({"errors": {"tolerance": "all",
+                                               "deadletterqueue.topic.name": "connect-dlq"}}))
+    assert main(["config", "check", "--config", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["config"]["errors"]["deadletterqueue"]["topic"]["name"] == "connect-dlq"
+    assert report["sources"]["errors.deadletterqueue.topic.name"] == "file"
+    assert report["sources"]["errors.tolerance"] == "file"
+    assert report["topics"][1] == "connect-dlq"
