@@ -46,8 +46,10 @@ from hudi_sink.cli.table_check import check_table
 from hudi_sink.shared.config.deprecated import DEPRECATED_KEYS, deprecations
 
 # The loader's own environment parsing, so "env" is attributed exactly as the loader applied it.
-from hudi_sink.shared.config.environment import env_overrides
+from hudi_sink.shared.config.environment import deep_merge, env_overrides
+from hudi_sink.shared.config.errors_section import nest_dotted
 from hudi_sink.shared.config.files import read_config_file
+from hudi_sink.shared.config.kafka_security import offline_notes
 from hudi_sink.shared.config.seed import KeyFate
 from hudi_sink.shared.config.settings import SinkConfig, load_config
 from hudi_sink.shared.errors import ConfigError
@@ -153,18 +155,26 @@ class Checked:
     """What was found at ``table.base_path`` (``cli.table_check``)."""
     fates: list[KeyFate] = dc_field(default_factory=list)
     """A file of Connect / Hudi keys: each key with its fate, secret values redacted."""
+    offline: list[str] = dc_field(default_factory=list)
+    """With ``--offline``: each file or package key that was not checked."""
 
 
-def check_config(path: str | Path, environ: Mapping[str, str] | None = None) -> Checked:
+def check_config(path: str | Path, environ: Mapping[str, str] | None = None, *,
+                 offline: bool = False) -> Checked:
     """Load ``path`` as a service would; return the config, its redacted dump and each leaf's
-    source. Raises ``ConfigError`` (exit 2 naming the key) exactly where a service would."""
+    source. Raises ``ConfigError`` (exit 2 naming the key) exactly where a service would.
+    ``offline``: files and packages only the sink's machine has are not checked, and the
+    result's ``offline`` lists each such key."""
     env = dict(os.environ if environ is None else environ)
-    config = load_config(path, environ=env, log_notes=False)  # the output lists them, once
+    # log_notes=False: the output lists them, once
+    config = load_config(path, environ=env, log_notes=False, offline=offline)
     problems, table = check_table(config)  # the table it names, read-only, as a service checks it
     if problems:
         raise ConfigError(problems[0][1], problems[0][0], problems=problems)
     file = read_config_file(path)
     file_data = file.data
+    if isinstance(file_data.get("errors"), Mapping):  # Connect's dotted names, as the model reads them
+        file_data = {**file_data, "errors": nest_dotted(file_data["errors"])}
     env_data = env_overrides(env)
     dumped = config.model_dump(mode="json", by_alias=True)
     sources: dict[KeyPath, str] = {}
@@ -181,8 +191,10 @@ def check_config(path: str | Path, environ: Mapping[str, str] | None = None) -> 
         for data, source in ((env_data, "env"), (file_data, "file")):
             if sources.get(new_path) == "default" and _has(data, old_path):
                 sources[new_path] = source
+    skipped = offline_notes(deep_merge(dict(file_data), env_data)) if offline else []
     return Checked(config, _redact(dumped), sources, origins, list(file.warnings),
-                   deprecations(config), table, _redacted_fates(file.fates, file.origins))
+                   deprecations(config), table, _redacted_fates(file.fates, file.origins),
+                   skipped)
 
 
 def _redacted_fates(fates: list[KeyFate], origins: Mapping[KeyPath, str]) -> list[KeyFate]:
@@ -219,6 +231,7 @@ def render_yaml(checked: Checked, origin: str) -> str:
     lines += fates or [f"# ignored: {warning}" for warning in checked.warnings]
     lines += [f"# deprecated: {note}" for note in checked.deprecated]
     lines += [f"# table: {checked.table}"] if checked.table else []
+    lines += [f"# offline: {note}" for note in checked.offline]
 
     def walk(node: Mapping[str, Any], path: KeyPath, depth: int) -> None:
         for key, value in node.items():
@@ -257,6 +270,7 @@ def render_json(checked: Checked) -> str:
                  for f in checked.fates],
         "deprecated": checked.deprecated,
         "table": checked.table,
+        "offline": checked.offline,
         "topics": [config.control_topic, config.dlq_topic, config.deletion_topic,
                    config.deletion_retry_topic, config.deletion_dlq_topic],
         "groups": [config.participants_group, config.coordinator_group, config.deleter_group],
