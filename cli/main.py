@@ -14,6 +14,7 @@ from typing import Any
 
 from hudi_sink.shared.config.settings import SinkConfig, load_config
 from hudi_sink.shared.errors import ConfigError
+from hudi_sink.shared.redaction import redact_text
 from hudi_sink.shared.runtime.faults import Faults
 from hudi_sink.shared.runtime.logs import configure_logging, held_log_lines, set_log_format
 from hudi_sink.shared.runtime.runner import serve_service
@@ -326,17 +327,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         lines = exc.lines()
         if len(lines) == 1:
-            print(f"hudi-sink: configuration error: {exc}", file=sys.stderr)
+            print(redact_text(f"hudi-sink: configuration error: {exc}"), file=sys.stderr)
         else:  # every problem, each naming its key, so one run shows all there is to fix
             print(f"hudi-sink: configuration error: {len(lines)} problems", file=sys.stderr)
             for line in lines:
-                print(f"  {line}", file=sys.stderr)
+                print(redact_text(f"  {line}"), file=sys.stderr)
         code = 2
     except KeyboardInterrupt:
         code = 0
     except Exception as exc:  # noqa: BLE001 - last resort: a clear message and exit code 1
         log.debug("failure", exc_info=True)
-        print(f"hudi-sink: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(redact_text(f"hudi-sink: error: {type(exc).__name__}: {exc}"), file=sys.stderr)
         code = 1
     return code
 
