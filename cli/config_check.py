@@ -103,6 +103,8 @@ def _redact(data: dict[str, Any]) -> dict[str, Any]:
             return {key: walk(value, (*path, key)) for key, value in node.items()}
         if path in secrets:
             return REDACTED if node is not None else None
+        if isinstance(node, list):  # kafka.topics …: each item judged under the list's key
+            return [redact_value(path[-1], item) for item in node]
         return redact_value(path[-1], node) if path else node
 
     return dict(walk(data, ()))
