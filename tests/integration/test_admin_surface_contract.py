@@ -18,13 +18,12 @@ import subprocess
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 from aiokafka import AIOKafkaProducer
 from deleter_harness import T1, deleter, sink_config
 from eventually import eventually
-from pipeline import HUDI_SINK, Pipeline
+from pipeline import HTTP, HUDI_SINK, Pipeline
 
 from hudi_sink.cli.broker import EmbeddedBroker
 from hudi_sink.cli.dev import DEFAULT_DEV_CONFIG, dev_admin
@@ -128,20 +127,20 @@ def test_dev_admin_refuses_cross_origin_posts(broker: EmbeddedBroker, tmp_path: 
         coordinator = pipeline.start("coordinator")
         pipeline.wait_ready(coordinator)
         url = coordinator.url
-        current = eventually(lambda: (c := httpx.get(f"{url}/transactions/current").json())
+        current = eventually(lambda: (c := HTTP.get(f"{url}/transactions/current").json())
                              ["phase"] == "started" and c, 60, "an open transaction")
 
-        forged = httpx.post(f"{url}/transactions/commit", content=b"commit=1",
+        forged = HTTP.post(f"{url}/transactions/commit", content=b"commit=1",
                             headers={"Origin": "http://evil.example", "Content-Type": "text/plain"})
         assert forged.status_code == 403 and "cross-origin" in forged.json()["detail"]
         port = url.rsplit(":", 1)[1]
-        rebound = httpx.post(f"{url}/transactions/commit",
+        rebound = HTTP.post(f"{url}/transactions/commit",
                              headers={"Host": f"evil.example:{port}",
                                       "Origin": f"http://evil.example:{port}"})
         assert rebound.status_code == 403 and "loopback" in rebound.json()["detail"]
-        still = httpx.get(f"{url}/transactions/current").json()
+        still = HTTP.get(f"{url}/transactions/current").json()
         assert still["commit_time"] == current["commit_time"] and still["phase"] == "started"
 
-        accepted = httpx.post(f"{url}/transactions/commit")  # curl: no Origin
+        accepted = HTTP.post(f"{url}/transactions/commit")  # curl: no Origin
         assert accepted.status_code == 202
         assert accepted.json()["commit_time"] == current["commit_time"]
