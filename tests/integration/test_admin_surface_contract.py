@@ -5,6 +5,8 @@
   ``limit`` bounds an answer;
 - ``hudi-sink config check`` (the installed command) prints none of the secret kinds the
   review listed, and ``HUDI_SINK__ADMIN__TOKEN=null`` exits 2 naming the key;
+- a participant whose ``spark.master`` is ``sc://…;token=…`` logs the master with the token
+  masked;
 - a coordinator process with ``hudi-sink dev``'s admin settings (loopback, no token,
   ``allow_unauthenticated``) refuses a cross-origin ``text/plain`` POST to
   ``/transactions/commit`` and a rebound ``Host``, and takes the same POST from curl.
@@ -25,7 +27,7 @@ from deleter_harness import T1, deleter, sink_config
 from eventually import eventually
 from pipeline import HTTP, HUDI_SINK, Pipeline
 
-from hudi_sink.cli.broker import EmbeddedBroker
+from hudi_sink.cli.broker import EmbeddedBroker, free_port
 from hudi_sink.cli.dev import DEFAULT_DEV_CONFIG, dev_admin
 from hudi_sink.shared.deletion.intent import DeletionReason
 from hudi_sink.shared.kafka.connection import producer_options
@@ -144,3 +146,23 @@ def test_dev_admin_refuses_cross_origin_posts(broker: EmbeddedBroker, tmp_path: 
         accepted = HTTP.post(f"{url}/transactions/commit")  # curl: no Origin
         assert accepted.status_code == 202
         assert accepted.json()["commit_time"] == current["commit_time"]
+
+
+def test_a_participant_logs_its_spark_connect_master_without_the_token(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    """Nothing listens at the ``sc://`` address: the participant logs where it goes, then
+    fails to get there; its whole log (our lines, tracebacks, other libraries' lines) must
+    not hold the token."""
+    master = f"sc://127.0.0.1:{free_port()}/;token=connect-token-SECRET;use_ssl=false"
+    pipeline = Pipeline(tmp_path, f"sct{uuid.uuid4().hex[:8]}", broker.bootstrap,
+                        overrides={"spark": {"master": master, "conf": {}}})
+    with pipeline:
+        pipeline.produce(0)  # creates the data topic
+        participant = pipeline.start("participant")
+        eventually(lambda: "starting SparkSession" in participant.log_path.read_text(errors="replace"),
+                   120, "the participant to start its Spark session")
+        pipeline.kill(participant)
+        log = participant.log_path.read_text(errors="replace")
+    assert "SECRET" not in log, [line for line in log.splitlines() if "SECRET" in line]
+    assert "sc://127.0.0.1:" in log and ";token=***;use_ssl=false" in log
