@@ -71,7 +71,8 @@ def browser_problem(method: str, headers: Mapping[str, str], *, bind_host: str |
     """Why this request is refused (403), or None. ``headers`` lower-case names;
     ``read_only``: the method cannot change the sink."""
     host = headers.get("host", "")
-    if bind_host is not None and is_loopback(bind_host) and not is_loopback(_split_host(host)[0]):
+    rebound = host and not is_loopback(_split_host(host)[0])  # no Host (HTTP/1.0): no browser
+    if bind_host is not None and is_loopback(bind_host) and rebound:
         return (f"refused: Host {host!r} is not a loopback name, and this admin port is bound to "
                 f"{bind_host} (a browser page re-pointing its own name here: DNS rebinding). "
                 "Use http://127.0.0.1:<port> or http://localhost:<port>")

@@ -198,5 +198,6 @@ def test_browser_problem_rules() -> None:
     assert problem({"host": "a:8080", "sec-fetch-site": "same-site"}) is not None
     assert problem({"host": "[::1]:8080", "origin": "http://[::1]:8080"}, bind="::1") is None
     assert problem({"host": "a:8080"}, bind="127.0.0.1") is not None
+    assert problem({}, bind="127.0.0.1") is None  # HTTP/1.0 without Host: not a browser
     assert [is_loopback(h) for h in ("localhost", "127.0.0.2", "[::1]", "::1", "app.localhost",
                                      "0.0.0.0", "10.0.0.1", "example")] == [True] * 5 + [False] * 3
