@@ -7,15 +7,17 @@
   review listed, and ``HUDI_SINK__ADMIN__TOKEN=null`` exits 2 naming the key;
 - a participant whose ``spark.master`` is ``sc://…;token=…`` logs the master with the token
   masked;
-- a coordinator process with ``hudi-sink dev``'s admin settings (loopback, no token,
-  ``allow_unauthenticated``) refuses a cross-origin ``text/plain`` POST to
-  ``/transactions/commit`` and a rebound ``Host``, and takes the same POST from curl.
+- ``hudi-sink dev`` itself (loopback, no token, ``allow_unauthenticated``) refuses a
+  cross-origin ``text/plain`` POST to ``/transactions/commit`` and a rebound ``Host``, and
+  takes the same POST from curl.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
+import signal
 import subprocess
 import uuid
 from pathlib import Path
@@ -28,7 +30,7 @@ from eventually import eventually
 from pipeline import HTTP, HUDI_SINK, Pipeline
 
 from hudi_sink.cli.broker import EmbeddedBroker, free_port
-from hudi_sink.cli.dev import DEFAULT_DEV_CONFIG, dev_admin
+from hudi_sink.cli.dev import DEFAULT_DEV_CONFIG
 from hudi_sink.shared.deletion.intent import DeletionReason
 from hudi_sink.shared.kafka.connection import producer_options
 
@@ -119,35 +121,6 @@ def test_config_check_redacts_every_secret_kind_and_refuses_a_null_token(tmp_pat
     assert "admin.token" in refused.stderr and "HUDI_SINK__ADMIN__TOKEN is 'null'" in refused.stderr
 
 
-def test_dev_admin_refuses_cross_origin_posts(broker: EmbeddedBroker, tmp_path: Path) -> None:
-    admin = {**dev_admin(DEFAULT_DEV_CONFIG["admin"]), "port": 0}
-    assert admin["host"] == "127.0.0.1" and admin["allow_unauthenticated"] is True
-    pipeline = Pipeline(tmp_path, f"orig{uuid.uuid4().hex[:8]}", broker.bootstrap,
-                        overrides={"admin": admin, "transaction": {"interval_ms": 600000}})
-    with pipeline:
-        pipeline.produce(0)  # creates the data topic
-        coordinator = pipeline.start("coordinator")
-        pipeline.wait_ready(coordinator)
-        url = coordinator.url
-        current = eventually(lambda: (c := HTTP.get(f"{url}/transactions/current").json())
-                             ["phase"] == "started" and c, 60, "an open transaction")
-
-        forged = HTTP.post(f"{url}/transactions/commit", content=b"commit=1",
-                            headers={"Origin": "http://evil.example", "Content-Type": "text/plain"})
-        assert forged.status_code == 403 and "cross-origin" in forged.json()["detail"]
-        port = url.rsplit(":", 1)[1]
-        rebound = HTTP.post(f"{url}/transactions/commit",
-                             headers={"Host": f"evil.example:{port}",
-                                      "Origin": f"http://evil.example:{port}"})
-        assert rebound.status_code == 403 and "loopback" in rebound.json()["detail"]
-        still = HTTP.get(f"{url}/transactions/current").json()
-        assert still["commit_time"] == current["commit_time"] and still["phase"] == "started"
-
-        accepted = HTTP.post(f"{url}/transactions/commit")  # curl: no Origin
-        assert accepted.status_code == 202
-        assert accepted.json()["commit_time"] == current["commit_time"]
-
-
 def test_a_participant_logs_its_spark_connect_master_without_the_token(
     broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
@@ -166,3 +139,48 @@ def test_a_participant_logs_its_spark_connect_master_without_the_token(
         log = participant.log_path.read_text(errors="replace")
     assert "SECRET" not in log, [line for line in log.splitlines() if "SECRET" in line]
     assert "sc://127.0.0.1:" in log and ";token=***;use_ssl=false" in log
+
+
+def test_hudi_sink_dev_refuses_cross_origin_posts(tmp_path: Path) -> None:
+    """The real ``hudi-sink dev`` (its own embedded broker, coordinator, participant and
+    deleter processes, no token): a page's ``text/plain`` POST and a rebound ``Host`` are
+    refused and change nothing; curl's POST ends the open transaction."""
+    config = tmp_path / "dev.yaml"
+    config.write_text(yaml.safe_dump({
+        **DEFAULT_DEV_CONFIG, "name": "devorigin",
+        "kafka": {"bootstrap_servers": f"127.0.0.1:{free_port()}", "topics": ["devorigin-orders"],
+                  "session_timeout_ms": 6000},
+        "transaction": {"interval_ms": 600000, "write_status_timeout_ms": 60000},
+        "admin": {"port": free_port()},  # no host: dev binds 127.0.0.1
+        "spark": {"master": "local[1]", "conf": {"spark.driver.memory": "1g"}},
+    }))
+    out = tmp_path / "dev.out"
+    with out.open("wb") as sink:
+        dev = subprocess.Popen([HUDI_SINK, "dev", "--config", str(config), "--records", "10"],
+                               cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        started = eventually(lambda: re.search(r"coordinator started \(admin (http://\S+),",
+                                               out.read_text()), 120, "dev's coordinator")
+        url = started.group(1)
+        assert url.startswith("http://127.0.0.1:")
+        current = eventually(lambda: (c := HTTP.get(f"{url}/transactions/current").json())
+                             ["phase"] == "started" and c, 120, "an open transaction")
+
+        forged = HTTP.post(f"{url}/transactions/commit", content=b"commit=1",
+                           headers={"Origin": "http://evil.example", "Content-Type": "text/plain"})
+        assert forged.status_code == 403 and "cross-origin" in forged.json()["detail"]
+        port = url.rsplit(":", 1)[1]
+        rebound = HTTP.post(f"{url}/transactions/commit",
+                            headers={"Host": f"evil.example:{port}",
+                                     "Origin": f"http://evil.example:{port}"})
+        assert rebound.status_code == 403 and "loopback" in rebound.json()["detail"]
+        still = HTTP.get(f"{url}/transactions/current").json()
+        assert still["commit_time"] == current["commit_time"] and still["phase"] == "started"
+
+        accepted = HTTP.post(f"{url}/transactions/commit")  # curl: no Origin
+        assert accepted.status_code == 202
+        assert accepted.json()["commit_time"] == current["commit_time"]
+    finally:
+        dev.send_signal(signal.SIGINT)
+        dev.wait(timeout=150)
+    assert dev.returncode == 0, out.read_text()[-3000:]
