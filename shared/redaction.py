@@ -42,7 +42,7 @@ _SECRET_KEY = re.compile(
     re.IGNORECASE,
 )
 _NAMES_A_PLACE = re.compile(
-    r"(^|[._-])(provider|providers|file|path|location|mechanism|algorithm|type|enabled)$",
+    r"(^|[._-])(provider|providers|source|file|path|location|mechanism|algorithm|type|enabled)$",
     re.IGNORECASE,
 )
 _AUTHORIZATION = re.compile(r"(authorization['\"]?\s*[:=]\s*['\"]?(bearer|basic)\s+)[^\s'\",}]+",

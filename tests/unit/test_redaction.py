@@ -35,6 +35,7 @@ PLAIN_KEYS = [
     "fs.s3a.server-side-encryption-algorithm", "spark.hadoop.fs.s3a.aws.credentials.provider",
     "ssl_keyfile", "ssl_cafile", "record_key_field", "kafka_key_format", "key_partitioner",
     "sasl_mechanism", "sasl_plain_username", "registry_username", "aws_skip_signature",
+    "value.converter.basic.auth.credentials.source",
     "bypass_merge", "spark.sql.session.timeZone", "master", "bootstrap_servers",
 ]
 
