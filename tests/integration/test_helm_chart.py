@@ -183,7 +183,8 @@ def test_helm_is_the_pinned_version() -> None:
     assert version.startswith("v3.17.2"), version
 
 
-@pytest.mark.parametrize("scenario", ["defaults", "sasl-tls", "spark-connect", "existing-pvc"])
+@pytest.mark.parametrize("scenario", ["defaults", "sasl-tls", "spark-connect", "existing-pvc", "strimzi",
+                                      "oauthbearer", "secrets"])
 def test_helm_lint_strict(scenario: str) -> None:
     """Scenarios with CRDs need --api-versions, which lint lacks; they are rendered below."""
     result = subprocess.run([_helm(), "lint", "--strict", str(CHART), *_values_args(scenario)],
@@ -545,18 +546,42 @@ def _pod_environment(container: Doc) -> dict[str, str]:
     return env
 
 
+PENDING_PRODUCT_KEYS = {
+    "sasl_oauth_token_file": "OAUTHBEARER (issue 26, helper 'topics')",
+    "control_signing_key_file": "signed control messages (issue 27, helper 'signing')",
+}
+"""Kafka keys the chart renders that other branches add to the product: until they are merged,
+the config-check cross-check of a scenario using them is skipped, naming them."""
+
+
+def mounted_files(config_text: str, root: Path) -> str:
+    """The config with every file the chart mounts under /etc/hudi-sink (Secrets) moved under
+    ``root`` and made up there, as the pod would see them."""
+    kafka = yaml.safe_load(config_text)["kafka"]
+    for key, path in kafka.items():
+        if key.endswith("file") and str(path).startswith("/etc/hudi-sink/"):
+            local = root / str(path).removeprefix("/etc/hudi-sink/")
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_text("-----BEGIN CERTIFICATE-----\n" if key.startswith("ssl_")
+                             else "made-up-file-secret-0123456789\n")
+    return config_text.replace("/etc/hudi-sink/", f"{root}/")
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_rendered_config_passes_hudi_sink_config_check(scenario: str, tmp_path: Path) -> None:
     """The ConfigMap, with the pod's environment and its mounted files, is what the services
     load: `hudi-sink config check` must accept it and redact the secrets the env carries."""
+    from hudi_sink.shared.config.settings import KafkaConfig
+
     docs = render(scenario)
     text = sink_config_text(docs)
-    tls_dir = tmp_path / "kafka-tls"  # the Secret volume's files
-    tls_dir.mkdir()
-    for name in ("ca.crt", "tls.crt", "tls.key"):
-        (tls_dir / name).write_text("-----BEGIN CERTIFICATE-----\n")
+    pending = sorted(k for k in yaml.safe_load(text)["kafka"] if k in PENDING_PRODUCT_KEYS
+                     and k not in KafkaConfig.model_fields)
+    if pending:
+        pytest.skip("the product does not have these keys yet: "
+                    + ", ".join(f"kafka.{k} ({PENDING_PRODUCT_KEYS[k]})" for k in pending))
     config_file = tmp_path / "sink.yaml"
-    config_file.write_text(text.replace("/etc/hudi-sink/kafka-tls", str(tls_dir)))
+    config_file.write_text(mounted_files(text, tmp_path / "etc"))
     (container,) = containers(deployment(docs, "participant"))
     env = _pod_environment(container)
     result = subprocess.run([HUDI_SINK, "config", "check", "--config", str(config_file), "--json"],
