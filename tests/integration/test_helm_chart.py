@@ -513,7 +513,8 @@ def test_spark_connect_moves_the_jvm_out_of_the_participants() -> None:
     participant_mounts = {m["mountPath"] for m in participant["volumeMounts"]}
     assert {m["mountPath"] for m in container["volumeMounts"] if m["name"] == "table"} <= participant_mounts
     # The server is the image's pyspark: the Dockerfile links SPARK_HOME to /opt/spark.
-    assert container["command"][-1] == "/opt/spark/bin/spark-submit"
+    assert container["command"][:4] == ["/usr/bin/tini", "--", "/bin/sh", "-c"]
+    assert container["command"][4].endswith('exec /opt/spark/bin/spark-submit "$@"')
     assert re.search(r"^\s*SPARK_HOME=/opt/spark", (ROOT / "Dockerfile").read_text(), re.MULTILINE)
 
 

@@ -93,7 +93,17 @@ def test_spark_connect_needs_the_token_and_only_participants_reach_it() -> None:
     (server_container,) = containers(server)
     secret_ref = {"secretKeyRef": {"name": "rel-hudi-sink-spark-connect", "key": "token"}}
     server_env = _env(server_container)
-    assert server_env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] == secret_ref  # spark.connect.authenticate.token
+    assert server_env["SPARK_CONNECT_TOKEN_FROM_SECRET"] == secret_ref
+    # The server's command hands the token over as SPARK_CONNECT_AUTHENTICATE_TOKEN
+    # (spark.connect.authenticate.token) without a Secret's trailing newline: run it, with
+    # spark-submit replaced by a printout of what it would get.
+    shell, flag, script, name = server_container["command"][2:]
+    ran = subprocess.run([shell, flag, script.replace("/opt/spark/bin/spark-submit", "/usr/bin/env"), name],
+                         env={"PATH": "/usr/bin:/bin", "SPARK_CONNECT_TOKEN_FROM_SECRET": "t0ken\n"},
+                         capture_output=True, text=True, timeout=30)
+    assert ran.returncode == 0, ran.stderr
+    assert "SPARK_CONNECT_AUTHENTICATE_TOKEN=t0ken" in ran.stdout.splitlines()
+    assert "SPARK_CONNECT_TOKEN_FROM_SECRET" not in ran.stdout
     assert server_env["POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     args = server_container["args"]
     assert "spark.connect.grpc.binding.address=$(POD_IP)" in args  # not every interface
