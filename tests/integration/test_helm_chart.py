@@ -380,6 +380,12 @@ def test_monitoring_objects_only_when_enabled_and_advertised() -> None:
     for pod in workloads(docs):
         annotations = pod["spec"]["template"]["metadata"]["annotations"]
         assert annotations["prometheus.io/scrape"] == "true"
+    # Prometheus (in the monitoring namespace) may scrape every service's admin port.
+    for policy in by_kind(docs, "NetworkPolicy"):
+        (rule,) = policy["spec"]["ingress"]
+        assert rule["ports"] == [{"port": 8080, "protocol": "TCP"}]
+        monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+        assert monitoring in rule["from"]
     # Enabled on a cluster without the operator: a clear failure, not a silent omission.
     result = subprocess.run([_helm(), "template", "rel", str(CHART), "-f",
                              str(CI_VALUES / "monitoring-values.yaml")],
