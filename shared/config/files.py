@@ -20,7 +20,10 @@ from hudi_sink.shared.config.java_properties import parse_properties
 from hudi_sink.shared.config.seed import KeyFate, translate
 from hudi_sink.shared.errors import ConfigError
 
-__all__ = ["ConfigFile", "read_config_file"]
+__all__ = ["ConfigFile", "read_config_file", "CONFIG_SUFFIXES"]
+
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml", ".properties")
+"""The config file names the loader knows how to read (any case); others are refused."""
 
 
 @dataclass(frozen=True)
@@ -105,14 +108,24 @@ def _connect_keys(file: Path) -> dict[str, str] | None:
 
 
 def read_config_file(path: str | Path) -> ConfigFile:
-    """Read YAML, TOML (``*.toml``), Java properties (``*.properties``) or a Connect JSON
-    connector config (``*.json``; both with Kafka Connect / Hudi key names,
-    ``shared.config.seed``). Raises ``ConfigError`` naming the file or the key."""
+    """Read YAML (``*.yaml``, ``*.yml``), TOML (``*.toml``), Java properties
+    (``*.properties``) or a Connect JSON connector config (``*.json``; both with Kafka Connect /
+    Hudi key names, ``shared.config.seed``; a ``*.json`` with sections is our YAML structure
+    written as JSON, read as YAML). Raises ``ConfigError`` naming the file or the key; any
+    other extension is refused."""
     file = Path(path)
     if not file.is_file():
         raise ConfigError(f"config file not found: {file}")
+    suffix = file.suffix.lower()
+    if suffix not in CONFIG_SUFFIXES:
+        # Guessing a format from the contents misreads files (a .toml read as YAML parsed
+        # into something else); a name that says nothing is refused with the names that do.
+        raise ConfigError(
+            f"config file {file}: unknown extension {file.suffix or '(none)'!r}; use "
+            f"{', '.join(CONFIG_SUFFIXES[:-1])} or {CONFIG_SUFFIXES[-1]} (YAML, JSON: a Connect "
+            "connector config or YAML's structure, TOML, Java properties)")
     base_dir = file.resolve().parent
-    if file.suffix == ".properties":
+    if suffix == ".properties":
         # Java reads .properties as ISO-8859-1; UTF-8 is what people write today, and
         # \uXXXX escapes work in both.
         raw = file.read_bytes()
@@ -122,12 +135,12 @@ def read_config_file(path: str | Path) -> ConfigFile:
             text = raw.decode("latin-1")
         seed = translate(parse_properties(text))
         return ConfigFile(seed.data, base_dir, seed.origins, seed.warnings, seed.fates)
-    if file.suffix == ".json":
+    if suffix == ".json":
         flat = _connect_keys(file)
         if flat is not None:
             seed = translate(flat)
             return ConfigFile(seed.data, base_dir, seed.origins, seed.warnings, seed.fates)
-    if file.suffix == ".toml":
+    if suffix == ".toml":
         # TOML has the YAML file's structure (tables for sections); read as YAML, a TOML
         # file failed with a confusing YAML error or, worse, parsed into something else.
         try:
