@@ -21,6 +21,7 @@ from typing import Any
 
 from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.hudi import layout
+from hudi_sink.shared.hudi.offset_change import describe_change
 from hudi_sink.shared.hudi.offsets import KAFKA_COMMIT_OFFSETS_KEY
 from hudi_sink.shared.hudi.sink_log import SinkLog
 from hudi_sink.shared.hudi.table import HudiTable
@@ -51,6 +52,7 @@ def _absolute(path: str) -> str:
 def _commit_row(instant: str, metadata: dict[str, Any]) -> dict[str, Any]:
     stats = [s for group in metadata.get("partitionToWriteStats", {}).values() for s in group]
     extra = metadata.get("extraMetadata", {})
+    change = describe_change(extra)  # an operator's offset change (audit: what and why)
     return {
         "commit_time": instant,
         "state": "committed",
@@ -61,6 +63,8 @@ def _commit_row(instant: str, metadata: dict[str, Any]) -> dict[str, Any]:
         "bytes": sum(int(s.get("fileSizeInBytes", 0)) for s in stats),
         "offsets": extra.get(KAFKA_COMMIT_OFFSETS_KEY, ""),
         "dlq": int(extra.get("hudi.sink.records.dlq", 0) or 0),
+        **({"offsets_set": change["changes"], "set_by": change["set_by"],
+            "reason": change["reason"]} if change else {}),
     }
 
 
@@ -195,3 +199,7 @@ def _print_history(history: list[dict[str, Any]]) -> None:
     for h in history:
         print(f"{h['commit_time']:<18} {h['state']:<12} {h.get('records', ''):>9} "
               f"{h.get('files', ''):>6}  {h.get('offsets', h.get('reason', ''))}")
+        if "offsets_set" in h:
+            changed = ", ".join(f"{key} {span['from'] if span['from'] is not None else '-'} -> "
+                                f"{span['to']}" for key, span in h["offsets_set"].items())
+            print(f"{'':<18} offsets set by {h['set_by']}: {changed}; reason: {h['reason']}")
