@@ -106,6 +106,9 @@ def set_offset(request: OffsetsSet) -> dict[str, Any]:
     path = request.path if "://" in request.path else os.path.abspath(request.path)
     if request.partition < 0 or request.offset < 0:
         raise ConfigError("partition and offset must be non-negative integers", "--offset")
+    if request.quiet_s < 0:
+        raise ConfigError(f"must be a number of seconds >= 0, got {request.quiet_s:g}",
+                          "--quiet-seconds")
     reason = check_reason(request.reason, "--reason")
     table = HudiTable(filesystem_for(path, request.options), path)
     if not table.is_initialized():
