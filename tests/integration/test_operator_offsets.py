@@ -15,11 +15,10 @@ import json
 import subprocess
 from pathlib import Path
 
-import httpx
 import pytest
 from aiokafka import AIOKafkaProducer
 from eventually import eventually
-from pipeline import HUDI_SINK, Pipeline
+from pipeline import HTTP, HUDI_SINK, Pipeline
 
 from hudi_sink.cli.broker import EmbeddedBroker
 
@@ -57,25 +56,25 @@ def test_a_poison_record_stops_its_partition_until_post_offsets_skips_it(
         assert "offset 100" in latest["extraMetadata"]["hudi.sink.failed.partitions"]
 
         def failed_view() -> bool:
-            views = httpx.get(f"{participant.url}/partitions", headers=AUTH, timeout=5).json()
+            views = HTTP.get(f"{participant.url}/partitions", headers=AUTH, timeout=5).json()
             return any(v["partition"] == 0 and v["failed"] for v in views)
 
         eventually(failed_view, 30, "partition 0 shown as failed in /partitions", every_s=0.2)
-        metrics = httpx.get(f"{participant.url}/metrics", timeout=5).text
+        metrics = HTTP.get(f"{participant.url}/metrics", timeout=5).text
         assert f'hudi_sink_partition_failed{{partition="0",topic="{topic}"}} 1.0' in metrics
         pipeline.wait_transactions(coordinator, 2)  # more transactions: still stopped there
-        offsets = httpx.get(f"{coordinator.url}/offsets", headers=AUTH, timeout=5).json()
+        offsets = HTTP.get(f"{coordinator.url}/offsets", headers=AUTH, timeout=5).json()
         assert offsets["offsets"][f"{topic}:0"] == 100
 
         body = {"offsets": {f"{topic}:0": 101}, "reason": REASON}
         url = f"{coordinator.url}/offsets"
-        assert httpx.post(url, json=body, timeout=5).status_code == 401
-        assert httpx.post(url, json=body, timeout=5,
+        assert HTTP.post(url, json=body, timeout=5).status_code == 401
+        assert HTTP.post(url, json=body, timeout=5,
                           headers={"Authorization": "Bearer wrong"}).status_code == 403
-        bad = httpx.post(url, json={**body, "offsets": {f"{topic}:9": 1}}, headers=AUTH, timeout=5)
+        bad = HTTP.post(url, json={**body, "offsets": {f"{topic}:9": 1}}, headers=AUTH, timeout=5)
         assert bad.status_code == 422 and bad.json()["key"] == f"offsets.{topic}:9"
         assert pipeline.latest_offsets()[0] == 100  # refused requests changed nothing
-        accepted = httpx.post(url, json=body, headers=AUTH, timeout=30)
+        accepted = HTTP.post(url, json=body, headers=AUTH, timeout=30)
         assert accepted.status_code == 202, accepted.text
 
         pipeline.produce(400)  # after the change: p0 offsets 201..300, others 200..299
@@ -84,7 +83,7 @@ def test_a_poison_record_stops_its_partition_until_post_offsets_skips_it(
         ids = pipeline.read().column("id").to_pylist()
         assert len(ids) == 1_200 and len(set(ids)) == 1_200  # every other record, exactly once
 
-        last = httpx.get(url, headers=AUTH, timeout=5).json()["last_request"]
+        last = HTTP.get(url, headers=AUTH, timeout=5).json()["last_request"]
         assert last["state"] == "applied" and last["request_id"] == accepted.json()["request_id"]
         shown = subprocess.run([HUDI_SINK, "table", "history", "--path", str(pipeline.base_path),
                                 "--json", "--limit", "1000"], capture_output=True, text=True,
