@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from aiokafka.errors import KafkaError
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
@@ -186,7 +187,8 @@ def build_offsets_router(service: OffsetControl) -> APIRouter:
     @router.post("/offsets", response_model=OffsetsAccepted, status_code=202,
                  responses={409: {"description": "standby (names the leader), or a change is "
                                                  "still pending"},
-                            422: {"description": "a bad entry or reason (named)"}})
+                            422: {"description": "a bad entry or reason (named)"},
+                            503: {"description": "Kafka did not answer (nothing changed)"}})
     async def set_offsets(body: OffsetsRequest) -> Any:
         """Set chosen partitions' offsets at the next instant boundary, as a fenced commit
         that records the reason (README: "Skipping a poison record")."""
@@ -200,5 +202,8 @@ def build_offsets_router(service: OffsetControl) -> APIRouter:
             return JSONResponse({"detail": str(exc), "key": exc.key}, status_code=422)
         except HudiSinkError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=409)
+        except KafkaError as exc:  # the partition counts could not be read: nothing queued
+            return JSONResponse({"detail": f"Kafka did not answer ({exc!r}); nothing was "
+                                           "changed, retry"}, status_code=503)
 
     return router

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from aiokafka.errors import KafkaConnectionError
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
@@ -67,6 +68,8 @@ def test_refusals_name_what_is_wrong() -> None:
     pending = _client(FakeService(error=HudiSinkError("offset change r0 is still pending")))
     assert pending.post("/offsets", json=BODY).status_code == 409
     assert _client(FakeService()).post("/offsets", json={"reason": "x"}).status_code == 422
+    kafka_down = _client(FakeService(error=KafkaConnectionError()))
+    assert kafka_down.post("/offsets", json=BODY).status_code == 503
 
 
 def test_setting_offsets_needs_a_token_even_where_other_posts_are_open(tmp_path: Path) -> None:
