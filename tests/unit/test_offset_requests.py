@@ -13,6 +13,7 @@ from test_committer_fencing import Env
 from test_maintenance import env as env  # the fixture
 
 from hudi_sink.services.coordinator.committer import RecoveryReport, TableCommitter
+from hudi_sink.services.coordinator.history import view_of_commit
 from hudi_sink.services.coordinator.transaction import DriverContext, TransactionDriver
 from hudi_sink.shared.config.settings import load_config
 from hudi_sink.shared.errors import FencedError, HudiSinkError
@@ -62,8 +63,11 @@ def test_the_change_is_a_fenced_commit_at_the_boundary_and_the_next_start_carrie
     [instant] = env.table().completed_commits()
     assert not sent and driver.phase.state is CoordinatorPhase.IDLE
     assert _latest_offsets(env) == {("orders", 0): 101, ("orders", 1): 50}
-    extra = env.table().read_commit_metadata(instant)["extraMetadata"]
+    metadata = env.table().read_commit_metadata(instant)
+    extra = metadata["extraMetadata"]
     assert extra[REASON_KEY] == "skip the poison record" and extra[REQUEST_KEY] == "r1"
+    view = view_of_commit(instant, metadata, ["orders"])  # GET /transactions' audit entry
+    assert view.reason == "offsets set (rest): skip the poison record" and view.files == 0
     decision = SinkLog(env.table().fs, str(env.base)).read_state().decisions[instant]
     assert decision.kind is EntryKind.COMMIT and decision.epoch == driver._committer.epoch
     assert driver.offsets.pending is None and driver.offsets.last is not None
