@@ -21,7 +21,6 @@ changed) or a decided COMMIT (it rolls it forward: the change applies once).
 from __future__ import annotations
 
 import json
-import os
 import socket
 import sys
 import time
@@ -31,17 +30,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from hudi_sink.cli.table_cmd import open_table
 from hudi_sink.services.coordinator.committer import TableCommitter
 from hudi_sink.services.coordinator.disposal import DirectDisposal
 from hudi_sink.shared.errors import ConfigError
-from hudi_sink.shared.hudi import layout
 from hudi_sink.shared.hudi.naming import next_instant_time
 from hudi_sink.shared.hudi.offset_change import OffsetChange, change_metadata, check_reason
 from hudi_sink.shared.hudi.offsets import UNQUALIFIED_TOPIC_KEY, Offsets, offsets_from_metadata
 from hudi_sink.shared.hudi.sink_log import SinkLog
 from hudi_sink.shared.hudi.table import HudiTable
 from hudi_sink.shared.kafka.partition_key import key_text
-from hudi_sink.shared.storage.backend import filesystem_for
 
 __all__ = ["OffsetsSet", "set_offset", "run_offsets_set", "DEFAULT_QUIET_S"]
 
@@ -103,17 +101,13 @@ def _topic_of(extra: Mapping[str, Any], wanted: str | None) -> tuple[str, list[s
 
 def set_offset(request: OffsetsSet) -> dict[str, Any]:
     """Commit the change (module docstring); returns what was committed."""
-    path = request.path if "://" in request.path else os.path.abspath(request.path)
     if request.partition < 0 or request.offset < 0:
         raise ConfigError("partition and offset must be non-negative integers", "--offset")
     if request.quiet_s < 0:
         raise ConfigError(f"must be a number of seconds >= 0, got {request.quiet_s:g}",
                           "--quiet-seconds")
     reason = check_reason(request.reason, "--reason")
-    table = HudiTable(filesystem_for(path, request.options), path)
-    if not table.is_initialized():
-        raise ConfigError(f"no Hudi table at {path} ({layout.METAFOLDER}/"
-                          f"{layout.PROPERTIES_FILE} missing)", "--path")
+    table = open_table(request.path, request.options)
     log = SinkLog(table.fs, table.base_path)
     _check_idle(table, log, request.quiet_s)
     committer = TableCommitter(table.fs, table, DirectDisposal(table.fs))
