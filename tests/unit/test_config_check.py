@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hudi_sink.cli.config_check import REDACTED, secret_paths
+from hudi_sink.cli.config_check import secret_paths
 from hudi_sink.cli.main import main
 from hudi_sink.shared.config.settings import load_config
+from hudi_sink.shared.redaction import REDACTED
 
 SECRETS = {"HUDI_SINK__ADMIN__TOKEN": "tok-123456", "HUDI_SINK__KAFKA__SASL_PLAIN_PASSWORD": "pw-987"}
 
@@ -37,7 +38,8 @@ def _sasl_config(tmp_path: Path) -> Path:
 
 def test_secret_fields_are_the_ones_declared_repr_false() -> None:
     assert secret_paths() == {("admin", "token"), ("kafka", "sasl_plain_password"),
-                              ("table", "storage_options"), ("avro", "registry_password")}
+                              ("table", "storage_options"), ("avro", "registry_password"),
+                              ("spark", "connect_token")}
 
 
 def test_storage_options_show_their_keys_and_hide_credentials(
