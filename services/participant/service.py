@@ -180,7 +180,7 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         self._spark_starting = False
         await asyncio.to_thread(self._fs.delete_tree, warm_dir)
         producer = await self._factory.producer("hudi-sink-participant")
-        channel = await self._factory.channel(self.sender, producer, self._faults)
+        channel = await self._factory.channel(self.sender, producer, self._faults, self.metrics)
         consumer = await self._factory.consumer(cfg.participants_group, self.sender.id)
         self._consumer = consumer
         running = ParticipantClients(

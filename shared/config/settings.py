@@ -22,6 +22,7 @@ from hudi_sink.shared.config.keyed import UpsertConfig, delete_field_problem, mo
 from hudi_sink.shared.config.maintenance import MaintenanceConfig
 from hudi_sink.shared.config.problems import validation_problems
 from hudi_sink.shared.config.sections import AdminConfig, AvroConfig, LogConfig, ServiceConfig
+from hudi_sink.shared.config.signing_keys import signing_keys
 from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.hudi.record_key import split_key_fields
 from hudi_sink.shared.schema.avro_ddl import SOURCES, resolve_schema_source
@@ -70,6 +71,12 @@ class KafkaConfig(_Section):
     envelope: Literal["none", "debezium"] = "none"
     """``debezium``: each value is a Debezium change event (``before``, ``after``, ``op``, …),
     in any ``value_format``; ``none``: the value is the row."""
+    control_signing_key: str | list[str] | None = Field(None, repr=False)
+    """HMAC key of the control messages (README, "Signed control messages"): set, each message
+    is signed and unsigned or wrongly signed ones are ignored; a list signs with the first
+    and accepts each (rotation). Unset: unsigned, and nothing checked."""
+    control_signing_key_file: str | None = None
+    """A file (a mounted Secret) holding the key(s) instead, one per line."""
 
     @field_validator("topics")
     @classmethod
@@ -89,6 +96,7 @@ class KafkaConfig(_Section):
                 raise ValueError(f"{key}: file not found: {path}")
         if self.security_protocol.startswith("SASL") and self.sasl_mechanism is None:
             raise ValueError("sasl_mechanism: required when security_protocol is SASL_*")
+        signing_keys(self.control_signing_key, self.control_signing_key_file)
         return self
 
 

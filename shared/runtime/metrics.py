@@ -117,6 +117,11 @@ class Metrics:
             "deleter group has not committed (a missing deleter shows as growth)",
             registry=r,
         )
+        # control channel (every service that reads it)
+        self._control_rejected = Counter(
+            "hudi_sink_control_rejected", labelnames=["reason"], registry=r,
+            documentation="Control records ignored: unsigned, signed by an unknown key, a bad "
+            "signature (kafka.control_signing_key set), or undecodable")
         self._last_commit_unix: float | None = None
         self._started = time.time()
 
@@ -179,6 +184,10 @@ class Metrics:
     def leadership(self, leader: bool, epoch: int) -> None:
         self._leader.set(1 if leader else 0)
         self._epoch.set(epoch)
+
+    # control channel events
+    def control_rejected(self, reason: str) -> None:
+        self._control_rejected.labels(reason).inc()
 
     # deleter events
     def deletion(self, outcome: str, count: int = 1) -> None:
