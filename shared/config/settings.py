@@ -76,7 +76,8 @@ class KafkaConfig(_Section):
     is signed and unsigned or wrongly signed ones are ignored; a list signs with the first
     and accepts each (rotation). Unset: unsigned, and nothing checked."""
     control_signing_key_file: str | None = None
-    """A file (a mounted Secret) holding the key(s) instead, one per line."""
+    """A file (a mounted Secret) holding the key(s) instead, one per line; read by the services
+    that use the control topic when they start."""
 
     @field_validator("topics")
     @classmethod
@@ -96,7 +97,7 @@ class KafkaConfig(_Section):
                 raise ValueError(f"{key}: file not found: {path}")
         if self.security_protocol.startswith("SASL") and self.sasl_mechanism is None:
             raise ValueError("sasl_mechanism: required when security_protocol is SASL_*")
-        signing_keys(self.control_signing_key, self.control_signing_key_file)
+        signing_keys(self.control_signing_key, self.control_signing_key_file, read_file=False)
         return self
 
 

@@ -2,8 +2,11 @@
 or a list for rotation) or the file ``kafka.control_signing_key_file`` names (a mounted
 Secret, one key per line). The first key signs, every key verifies (``shared.kafka.signing``).
 
-Checked while the config loads, so a missing file or a weak key fails at start (and in
-``config check``) naming the key; no message ever shows a key.
+A key given inline is checked while the config loads (a weak key fails at start and in
+``config check``, naming the key); the file is read only by the services that sign and verify
+(the coordinator and the participants, when their control channel starts: a missing or empty
+file is exit 2 naming the key), so the deleter, which never touches the control topic, needs
+no access to it. No message ever shows a key.
 """
 
 from __future__ import annotations
@@ -22,12 +25,16 @@ def keys_from_text(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def signing_keys(key: str | list[str] | None, key_file: str | None) -> list[str]:
-    """The configured keys, first the signing one; empty when none is configured.
-    Raises ValueError starting with the name of the key at fault."""
+def signing_keys(key: str | list[str] | None, key_file: str | None, *,
+                 read_file: bool = True) -> list[str]:
+    """The configured keys, first the signing one; empty when none is configured (or only a
+    file is, and ``read_file`` is False). Raises ValueError starting with the name of the key
+    at fault."""
     if key is not None and key_file is not None:
         raise ValueError("control_signing_key_file: set it or control_signing_key, not both")
     name = "control_signing_key"
+    if key_file is not None and not read_file:
+        return []
     if key_file is not None:
         name = "control_signing_key_file"
         path = Path(key_file)

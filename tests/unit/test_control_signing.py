@@ -127,7 +127,6 @@ def test_a_key_a_list_and_a_file_with_a_trailing_newline(tmp_path: Path) -> None
     ({"control_signing_key": [NEW, NEW]}, "kafka", "listed twice"),
     ({"control_signing_key": []}, "kafka", "empty list"),
     ({"control_signing_key": NEW, "control_signing_key_file": "/nonexistent"}, "kafka", "not both"),
-    ({"control_signing_key_file": "/nonexistent/key"}, "kafka", "cannot read"),
 ])
 def test_bad_keys_fail_at_load_naming_the_key_and_never_showing_it(
         kafka: dict[str, Any], key: str, words: str) -> None:
@@ -138,15 +137,24 @@ def test_bad_keys_fail_at_load_naming_the_key_and_never_showing_it(
     assert NEW not in text and "short-key" not in text and "tiny" not in text
 
 
-def test_an_empty_key_file_fails_at_start_naming_the_file_key(tmp_path: Path) -> None:
+def test_the_key_file_is_read_by_the_services_that_sign_not_at_load(tmp_path: Path) -> None:
+    """The deleter loads the same config but never signs: it need not see the Secret."""
     key_file = tmp_path / "key"
-    key_file.write_text(f"{NEW}\n", encoding="utf-8")
-    config = KafkaConfig(control_signing_key_file=str(key_file))
-    key_file.write_text("\n", encoding="utf-8")  # emptied after the config loaded
+    config = config_from_mapping({"kafka": {"control_signing_key_file": str(key_file)}},
+                                 environ={})
     with pytest.raises(ConfigError) as info:
-        control_keys(config)
+        control_keys(config.kafka)
+    assert info.value.key == "kafka.control_signing_key_file"
+    assert f"cannot read {key_file} (FileNotFoundError)" in str(info.value)
+    key_file.write_text("\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        control_keys(config.kafka)
     assert info.value.key == "kafka.control_signing_key_file"
     assert "holds no key" in str(info.value)
+    key_file.write_text("tinykey9\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        control_keys(config.kafka)
+    assert "shorter than 16" in str(info.value) and "tinykey9" not in str(info.value)
 
 
 def test_a_wrongly_typed_key_is_not_echoed(tmp_path: Path) -> None:
