@@ -103,6 +103,8 @@ class ControlChannel:
         self._keys = control_keys(config.kafka)
         self._rejections = RejectionLog(
             log, metrics.control_rejected if metrics is not None else None)
+        if metrics is not None:
+            metrics.control_rejections_exported(reason.value for reason in Rejection)
 
     @property
     def sender(self) -> Sender:

@@ -7,6 +7,7 @@ Metric names stay private in here (all prefixed ``hudi_sink_``); call sites read
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -188,6 +189,12 @@ class Metrics:
     # control channel events
     def control_rejected(self, reason: str) -> None:
         self._control_rejected.labels(reason).inc()
+
+    def control_rejections_exported(self, reasons: Iterable[str]) -> None:
+        """Export each reason at 0 before the first rejection, so an alert on its increase
+        sees the first one too."""
+        for reason in reasons:
+            self._control_rejected.labels(reason)
 
     # deleter events
     def deletion(self, outcome: str, count: int = 1) -> None:

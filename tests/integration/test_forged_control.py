@@ -98,6 +98,8 @@ def test_forged_control_messages_change_nothing(
         coordinator, participant = pipeline.start_ready("coordinator", "participant")
         pipeline.wait_offsets(1_000, timeout_s=240)  # the signed protocol works
         epoch = int(sum(metric_samples(coordinator, "hudi_sink_coordinator_epoch").values()))
+        none = {"unsigned": 0.0, "unknown_key": 0.0, "bad_signature": 0.0, "undecodable": 0.0}
+        assert _rejected(coordinator) == _rejected(participant) == none  # all signed, all exported
 
         forgeries = _forgeries(pipeline)
         asyncio.run(_send(broker.bootstrap, f"{pipeline.name}-control", forgeries))
@@ -114,7 +116,7 @@ def test_forged_control_messages_change_nothing(
         views = httpx.get(f"{participant.url}/partitions", timeout=5).json()
         assert views and all(v["coordinator_epoch"] < HUGE_EPOCH for v in views), views
         assert int(sum(metric_samples(coordinator, "hudi_sink_coordinator_epoch").values())) == epoch
-        expected = {"unsigned": 2.0, "unknown_key": 1.0, "bad_signature": 2.0}
+        expected = {"unsigned": 2.0, "unknown_key": 1.0, "bad_signature": 2.0, "undecodable": 0.0}
         for service in (coordinator, participant):
             eventually(lambda s=service: _rejected(s) == expected, 30,
                        f"{service.role} counted the forgeries as {expected}")

@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 from manual_clock import ManualClock
+from prometheus_client import generate_latest
 
 from hudi_sink.cli.main import main
-from hudi_sink.shared.config.settings import KafkaConfig, config_from_mapping
+from hudi_sink.shared.config.settings import KafkaConfig, SinkConfig, config_from_mapping
 from hudi_sink.shared.errors import ConfigError
-from hudi_sink.shared.kafka.channel import decode_control_records
+from hudi_sink.shared.kafka.channel import ControlChannel, decode_control_records
 from hudi_sink.shared.kafka.protocol import Envelope, Role, Sender, StartCommit, encode
 from hudi_sink.shared.kafka.signing import (
     SIGNATURE_HEADER,
@@ -24,6 +25,7 @@ from hudi_sink.shared.kafka.signing import (
     RejectionLog,
     control_keys,
 )
+from hudi_sink.shared.runtime.metrics import Metrics
 
 OLD = "old-key-0123456789abcdef"
 NEW = "new-key-0123456789abcdef"
@@ -221,6 +223,15 @@ def test_without_keys_every_decodable_record_of_the_sink_is_accepted() -> None:
                                        RejectionLog(logging.getLogger("test.signing"), counted))
     assert [e.coordinator_epoch for e in envelopes] == [1, 2]
     assert counted.reasons == []
+
+
+def test_a_channel_exports_every_reason_at_zero_before_the_first_rejection() -> None:
+    metrics = Metrics("participant")
+    ControlChannel(SinkConfig(), Sender(role=Role.PARTICIPANT, id="p"), None,  # type: ignore[arg-type]
+                   read=False, metrics=metrics)
+    text = generate_latest(metrics.registry).decode()
+    for reason in Rejection:
+        assert f'hudi_sink_control_rejected_total{{reason="{reason.value}"}} 0.0' in text
 
 
 def test_rejections_are_all_counted_but_logged_once_a_minute_per_reason(
