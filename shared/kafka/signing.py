@@ -60,7 +60,8 @@ class Rejection(StrEnum):
     BAD_SIGNATURE = "bad_signature"
     """A malformed signature, several of them, or a MAC that does not match the value."""
     UNDECODABLE = "undecodable"
-    """Authentic (or unchecked) but not a control message this version can read."""
+    """Not a control message this version can read (key or not: a record that does not decode
+    names no sink, so it is judged before any signature check)."""
 
 
 def _key_id(key: bytes) -> str:
