@@ -17,11 +17,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import httpx
 import pytest
 from aiokafka import AIOKafkaProducer
 from eventually import eventually
-from pipeline import Pipeline, Service, metric_samples
+from pipeline import HTTP, Pipeline, Service, metric_samples
 
 from hudi_sink.cli.broker import EmbeddedBroker
 from hudi_sink.shared.kafka.protocol import (
@@ -113,7 +112,7 @@ def test_forged_control_messages_change_nothing(
         assert not pipeline.unlisted_completed_files()
 
         # Nobody took the forged epoch; both processes counted every forgery they read.
-        views = httpx.get(f"{participant.url}/partitions", timeout=5).json()
+        views = HTTP.get(f"{participant.url}/partitions").json()
         assert views and all(v["coordinator_epoch"] < HUGE_EPOCH for v in views), views
         assert int(sum(metric_samples(coordinator, "hudi_sink_coordinator_epoch").values())) == epoch
         expected = {"unsigned": 2.0, "unknown_key": 1.0, "bad_signature": 2.0, "undecodable": 0.0}
