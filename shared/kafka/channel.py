@@ -17,12 +17,14 @@ from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka import TopicPartition as KafkaTopicPartition
+from aiokafka.errors import KafkaError
 
 from hudi_sink.shared.config.settings import SinkConfig
 from hudi_sink.shared.errors import HudiSinkBug, ProtocolDecodeError
 from hudi_sink.shared.kafka.connection import consumer_options
 from hudi_sink.shared.kafka.protocol import AnyPayload, Envelope, Sender, decode, encode
 from hudi_sink.shared.kafka.signing import ControlKeys, Rejection, RejectionLog, control_keys
+from hudi_sink.shared.kafka.sink_topics import not_enough_replicas_hint
 from hudi_sink.shared.runtime.faults import Faults
 from hudi_sink.shared.runtime.metrics import Metrics
 
@@ -134,13 +136,19 @@ class ControlChannel:
             epoch=epoch,
         )
         value = encode(envelope)
-        await self._producer.send_and_wait(
-            self._config.control_topic,
-            value=value,
-            key=self._sender.id.encode(),
-            partition=0,
-            headers=[self._keys.sign(value)] if self._keys is not None else None,
-        )
+        try:
+            await self._producer.send_and_wait(
+                self._config.control_topic,
+                value=value,
+                key=self._sender.id.encode(),
+                partition=0,
+                headers=[self._keys.sign(value)] if self._keys is not None else None,
+            )
+        except KafkaError as exc:
+            hint = not_enough_replicas_hint(exc, self._config.control_topic)
+            if hint is not None:  # the caller retries or gives up; the reason is said here
+                log.error("%s", hint)
+            raise
 
     async def receive(self, timeout_ms: int = 100) -> list[Envelope]:
         """Envelopes that arrived since the last call (empty after ``timeout_ms``)."""
