@@ -13,10 +13,13 @@ mapped (onto which key), honoured, ignored (why) — so a migrating team sees wh
 each setting (a refused key fails the check, exit 2, with the reason).
 
 The output is the resolved configuration as YAML, each value followed by where it came from
-(``file``, ``env`` or ``default``), with secrets redacted: fields declared ``repr=False`` in
-``shared.config.settings`` (``admin.token``, ``kafka.sasl_plain_password``) and, inside free-form maps
-such as ``spark.conf`` and ``table.storage_options``, entries whose key looks like a credential
-(``aws_secret_access_key``, ``aws_session_token``, ``azure_storage_account_key`` …). A
+(``file``, ``env`` or ``default``), with secrets redacted by ``shared.redaction`` (the rules
+every log line follows too): fields declared ``repr=False`` in ``shared.config.settings``
+(``admin.token``, ``kafka.sasl_plain_password``, ``avro.registry_password``), and anywhere —
+sections and free-form maps such as ``spark.conf`` and ``table.storage_options`` — entries
+whose key looks like a credential (``aws_secret_access_key``, ``azure_storage_master_key``,
+``fs.s3a.encryption.key``, ``sas_token`` …), plus the password and secret parameters inside
+URLs (``https://user:***@registry``, ``sc://host:15002/;token=***``, ``?…&sig=***``). A
 redacted value that is set shows as ``<redacted>``; an unset one stays ``null``, so an operator
 can still see whether the token reached the pod.
 
@@ -53,17 +56,9 @@ from hudi_sink.shared.config.kafka_security import offline_notes
 from hudi_sink.shared.config.seed import KeyFate
 from hudi_sink.shared.config.settings import SinkConfig, load_config
 from hudi_sink.shared.errors import ConfigError
+from hudi_sink.shared.redaction import REDACTED, redact_value
 
-__all__ = ["Checked", "check_config", "render_yaml", "render_json", "REDACTED", "secret_paths"]
-
-REDACTED = "<redacted>"
-
-_SECRET_KEY = re.compile(
-    r"pass(word|wd)?|secret|token|credential|private[._-]?key|access[._-]?key|sasl[._-]?jaas"
-    r"|account[._-]?key|sas[._-]?key|customer[._-]?key|proxy[._-]?url",
-    re.IGNORECASE,
-)
-"""Keys inside free-form maps (``spark.conf``, storage options) whose values are credentials."""
+__all__ = ["Checked", "check_config", "render_yaml", "render_json", "secret_paths"]
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -104,36 +99,20 @@ def _has(nested: Mapping[str, Any], path: KeyPath) -> bool:
 
 
 def _redact(data: dict[str, Any]) -> dict[str, Any]:
+    """Fields declared secret show as ``<redacted>`` whatever their name; every other leaf,
+    in a section or a free-form map, by ``shared.redaction`` (its key, URLs in its value)."""
     secrets = secret_paths()
 
-    def walk(node: Any, path: KeyPath, in_free_map: bool) -> Any:
+    def walk(node: Any, path: KeyPath) -> Any:
+        if isinstance(node, Mapping):  # a section, or a map (spark.conf, storage_options)
+            return {key: walk(value, (*path, key)) for key, value in node.items()}
         if path in secrets:
-            if isinstance(node, Mapping):  # a secret map (table.storage_options): judge each key
-                return {key: walk(value, (*path, key), True) for key, value in node.items()}
             return REDACTED if node is not None else None
-        if isinstance(node, Mapping):
-            # A dict that is not a config section (spark.conf …) is free-form: judge its keys.
-            free = in_free_map or (path != () and not _is_section(path))
-            return {key: walk(value, (*path, key), free) for key, value in node.items()}
-        if in_free_map and path and _SECRET_KEY.search(path[-1]) and node is not None:
-            return REDACTED
-        return node
+        if isinstance(node, list):  # kafka.topics …: each item judged under the list's key
+            return [redact_value(path[-1], item) for item in node]
+        return redact_value(path[-1], node) if path else node
 
-    return dict(walk(data, (), False))
-
-
-def _is_section(path: KeyPath) -> bool:
-    model: type[BaseModel] = SinkConfig
-    for part in path:
-        fields = {(f.alias or n): f for n, f in model.model_fields.items()}
-        field = fields.get(part)
-        if field is None:
-            return False
-        annotation = field.annotation
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            return False
-        model = annotation
-    return True
+    return dict(walk(data, ()))
 
 
 @dataclass(frozen=True)
@@ -198,12 +177,14 @@ def check_config(path: str | Path, environ: Mapping[str, str] | None = None, *,
 
 
 def _redacted_fates(fates: list[KeyFate], origins: Mapping[KeyPath, str]) -> list[KeyFate]:
-    """``fates`` with the value of a key that set a secret (or is named like one) redacted."""
+    """``fates`` with the value of a key that set a secret (or is named like one) redacted,
+    and credentials inside the other values (a registry URL's password) masked."""
     secrets = secret_paths()
     secret_keys = {key for path, key in origins.items()
                    if any(path[:len(s)] == s for s in secrets) or path in secrets}
-    return [KeyFate(f.key, REDACTED, f.status, f.detail)
-            if f.key in secret_keys or _SECRET_KEY.search(f.key) else f for f in fates]
+    return [KeyFate(f.key, REDACTED, f.status, f.detail) if f.key in secret_keys
+            else KeyFate(f.key, str(redact_value(f.key, f.value)), f.status, f.detail)
+            for f in fates]
 
 
 def _fate_lines(checked: Checked, origin: str) -> list[str]:

@@ -28,6 +28,7 @@ from hudi_sink.services.participant.carried_rows import with_carried_rows, write
 from hudi_sink.services.participant.packing import Carry
 from hudi_sink.shared.config.settings import SparkConfig
 from hudi_sink.shared.errors import HudiSinkError, SparkDriverGone
+from hudi_sink.shared.redaction import redact_url
 from hudi_sink.shared.storage.fs import FileSystem
 
 if TYPE_CHECKING:
@@ -144,7 +145,8 @@ class SparkWriter:
         """Create the session and run tiny jobs so the first real flush is not cold."""
         with self._lock:
             if self._session is None:
-                log.info("starting SparkSession (master=%s)", self._config.master)
+                # Spark Connect's URL carries its token (sc://host:15002/;token=…): masked.
+                log.info("starting SparkSession (master=%s)", redact_url(self._config.master))
                 self._session = self._build_session()
         if warm_dir is not None:
             for _ in range(2):

@@ -248,5 +248,6 @@ class ServiceShell(abc.ABC, Generic[R]):
             metrics=self.metrics,
             token=self.config.admin.token,
             allow_unauthenticated=self.config.admin.allow_unauthenticated,
+            bind_host=self.config.admin.host,
             routers=self.routers(),
         )

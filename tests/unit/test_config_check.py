@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hudi_sink.cli.config_check import REDACTED, secret_paths
+from hudi_sink.cli.config_check import secret_paths
 from hudi_sink.cli.main import main
 from hudi_sink.shared.config.settings import load_config
+from hudi_sink.shared.redaction import REDACTED
 
 SECRETS = {"HUDI_SINK__ADMIN__TOKEN": "tok-123456", "HUDI_SINK__KAFKA__SASL_PLAIN_PASSWORD": "pw-987"}
 
