@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from hudi_sink.services.participant.carried_rows import with_carried_rows, write_empty_slice
 from hudi_sink.services.participant.packing import Carry
+from hudi_sink.services.participant.spark_connect_url import connect_url
 from hudi_sink.shared.config.settings import SparkConfig
 from hudi_sink.shared.errors import HudiSinkError, SparkDriverGone
 from hudi_sink.shared.redaction import redact_url
@@ -126,7 +127,7 @@ class SparkWriter:
         os.environ.setdefault("MALLOC_ARENA_MAX", "2")
         builder: Any = SparkSession.builder.appName("hudi-sink-participant")
         if self.is_connect:
-            builder = builder.remote(self._config.master)
+            builder = builder.remote(connect_url(self._config.master, self._config.connect_token))
             session = builder.getOrCreate()
             for key, value in {**_BASE_CONF, **self._config.conf}.items():
                 try:

@@ -218,6 +218,11 @@ class SparkConfig(_Section):
 
     master: str = "local[2]"
     conf: dict[str, str] = Field(default_factory=dict)
+    connect_token: str | None = Field(None, repr=False)
+    """Spark Connect's pre-shared token (the server's ``spark.connect.authenticate.token``),
+    sent as the ``authorization: Bearer`` header of every RPC over the plain gRPC the server
+    speaks: PySpark's own ``;token=`` would dial TLS, which the server does not serve. Kept
+    out of ``master`` so the URL can be shown and logged (docs/kubernetes.md)."""
     job_bytes: int | None = Field(None, ge=1024)
     """At most this much Arrow data in one Spark job: flushes of one instant that wait for a
     slot share a job up to this size (a single larger flush still gets its own). Unset: the
@@ -238,6 +243,15 @@ class SparkConfig(_Section):
                 or master.startswith("k8s://")):
             raise ValueError(f"unsupported Spark master {master!r}")
         return master
+
+    @model_validator(mode="after")
+    def _token_needs_connect(self) -> SparkConfig:
+        if self.connect_token is not None:
+            if not self.master.startswith("sc://"):
+                raise ValueError("connect_token: only with a Spark Connect master (sc://…)")
+            if not self.connect_token.strip():
+                raise ValueError("connect_token: empty")
+        return self
 
     @field_validator("conf", mode="before")
     @classmethod
