@@ -194,7 +194,7 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         parts = self.assemble(KafkaDisposal(intents, asyncio.get_running_loop(), cfg))
         await asyncio.to_thread(parts.committer.refresh)
         self._backlog = DeletionBacklog(cfg, intents, self.metrics)
-        channel = await self._factory.channel(self.sender, producer, self._faults)
+        channel = await self._factory.channel(self.sender, producer, self._faults, self.metrics)
         election = LeaderElection(
             cfg, self.sender.id,
             leading_epoch=lambda: parts.committer.epoch if parts.driver.is_leader else 0,
