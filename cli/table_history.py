@@ -29,6 +29,7 @@ from hudi_sink.shared.errors import TableFormatError
 from hudi_sink.shared.hudi import layout
 from hudi_sink.shared.hudi.layout import Instant, InstantState
 from hudi_sink.shared.hudi.naming import instant_key
+from hudi_sink.shared.hudi.offset_change import describe_change
 from hudi_sink.shared.hudi.offsets import KAFKA_COMMIT_OFFSETS_KEY
 from hudi_sink.shared.hudi.replace import ReplaceTimeline, replaced_groups
 from hudi_sink.shared.hudi.sink_log import SinkLog
@@ -52,7 +53,8 @@ class _Found:
 
 
 def commit_row(metadata: dict[str, Any]) -> dict[str, Any]:
-    """A commit's or replacecommit's numbers from its metadata."""
+    """A commit's or replacecommit's numbers from its metadata (and, for an operator's offset
+    change, what it changed and why: ``offsets_set``, ``set_by``, ``reason``)."""
     stats = [s for group in metadata.get("partitionToWriteStats", {}).values() for s in group]
     extra = metadata.get("extraMetadata", {})
     return {
@@ -63,6 +65,8 @@ def commit_row(metadata: dict[str, Any]) -> dict[str, Any]:
         "bytes": sum(int(s.get("fileSizeInBytes", 0)) for s in stats),
         "offsets": extra.get(KAFKA_COMMIT_OFFSETS_KEY, ""),
         "dlq": int(extra.get("hudi.sink.records.dlq", 0) or 0),
+        **({"offsets_set": change["changes"], "set_by": change["set_by"],
+            "reason": change["reason"]} if (change := describe_change(extra)) else {}),
     }
 
 
