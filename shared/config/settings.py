@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hudi_sink.shared.config.deprecated import deprecations
 from hudi_sink.shared.config.environment import deep_merge, env_overrides
-from hudi_sink.shared.config.errors_section import DLQ_NAME_KEY, ErrorsConfig, dlq_clash
+from hudi_sink.shared.config.errors_section import ErrorsConfig, refuse_dlq_clash
 from hudi_sink.shared.config.files import read_config_file
 from hudi_sink.shared.config.kafka_security import security_problems
 from hudi_sink.shared.config.keyed import UpsertConfig, delete_field_problem, mode_problems
@@ -328,14 +328,6 @@ class SinkConfig(_Section):
         return self.spark.job_bytes or self.transaction.buffer_bytes
 
 
-def _topic_roles(config: SinkConfig) -> dict[str, str]:
-    roles = {topic: "data topic (kafka.topics)" for topic in config.kafka.topics}
-    roles[config.control_topic] = "control topic"
-    for topic in (config.deletion_topic, config.deletion_retry_topic, config.deletion_dlq_topic):
-        roles[topic] = "deletion topic"
-    return roles
-
-
 def config_from_mapping(
     data: Mapping[str, Any],
     *,
@@ -358,11 +350,8 @@ def config_from_mapping(
         config = SinkConfig.model_validate(merged, context={"offline": offline})
     except ValidationError as exc:
         raise validation_problems(exc, SinkConfig, env, also=keyed) from None
-    if keyed:
+    if keyed or refuse_dlq_clash(config):  # refuses a DLQ that is another topic of the sink
         raise ConfigError(keyed[0][1], keyed[0][0], problems=keyed)
-    clash = dlq_clash(config.dlq_topic, _topic_roles(config))
-    if clash is not None:
-        raise ConfigError(clash, DLQ_NAME_KEY)
     base_path = Path(config.table.base_path)
     if not base_path.is_absolute() and "://" not in config.table.base_path:
         base_path = ((base_dir or Path.cwd()) / base_path).resolve()
