@@ -45,9 +45,9 @@ def dlq_clash(dlq_topic: str, others: Mapping[str, str]) -> str | None:
             "of its own (unset: <name>-dlq)")
 
 
-def refuse_dlq_clash(config: Any) -> bool:
+def refuse_dlq_clash(config: Any) -> None:
     """:func:`dlq_clash` of a ``SinkConfig`` (typed ``Any``: that module imports this one) as
-    a ``ConfigError`` naming :data:`DLQ_NAME_KEY`; False when there is none."""
+    a ``ConfigError`` naming :data:`DLQ_NAME_KEY`."""
     roles = {str(topic): "data topic (kafka.topics)" for topic in config.kafka.topics}
     roles[str(config.control_topic)] = "control topic"
     for topic in (config.deletion_topic, config.deletion_retry_topic, config.deletion_dlq_topic):
@@ -55,7 +55,6 @@ def refuse_dlq_clash(config: Any) -> bool:
     clash = dlq_clash(str(config.dlq_topic), roles)
     if clash is not None:
         raise ConfigError(clash, DLQ_NAME_KEY)
-    return False
 
 
 class _Section(BaseModel):
