@@ -72,17 +72,26 @@ class OffsetRequests:
         self._committer = committer
         self._schema_json = schema_json
         self.pending: OffsetChange | None = None
+        self._epoch: int | None = None  # the committer epoch the pending change was accepted in
         self.last: dict[str, Any] | None = None
         """The outcome of the latest request: ``state`` (pending, applied, dropped), its id,
         offsets and reason, and the commit that carried it."""
 
-    def submit(self, change: OffsetChange) -> None:
+    def submit(self, change: OffsetChange, leading: bool = True) -> None:
         """Queue ``change`` for the next boundary; HudiSinkError (409 at REST) while another
-        one is pending: two changes in one boundary would hide one from the audit."""
+        one is pending (two changes in one boundary would hide one from the audit) or when
+        this coordinator no longer leads (``leading``: checked after the caller's awaits, so
+        a request accepted as leadership ends is refused, never applied by a later leader).
+        The change belongs to the committer's current epoch: ``apply`` drops it under any
+        other."""
+        if not leading:
+            raise HudiSinkError("this coordinator stopped leading while the request was "
+                                "checked; nothing was changed, retry on the leader")
         if self.pending is not None:
             raise HudiSinkError(f"offset change {self.pending.request_id} is still pending; "
                                 "retry once GET /offsets shows it applied")
         self.pending = change
+        self._epoch = self._committer.epoch
         self.last = self._outcome(change, "pending")
 
     def drop(self, why: str) -> None:
@@ -97,6 +106,9 @@ class OffsetRequests:
         open); returns its instant, None when nothing is pending."""
         change = self.pending
         if change is None:
+            return None
+        if self._epoch != self._committer.epoch:  # accepted under another leadership
+            self.drop(f"accepted under epoch {self._epoch}, now {self._committer.epoch}")
             return None
         committed = dict(driver.committed_offsets)
         latest = await asyncio.to_thread(self._table.latest_commit_metadata)

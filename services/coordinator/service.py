@@ -357,8 +357,8 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         change = OffsetChange(offsets=parse_requested(raw, topics, counts),
                               reason=check_reason(reason), set_by="rest",
                               request_id=new_request_id())
-        driver = self.parts.driver
-        driver.offsets.submit(change)
+        driver = self.parts.driver  # the await above may have spanned a loss of leadership:
+        driver.offsets.submit(change, leading=driver.is_leader)
         instant = driver.open_instant()
         if instant is not None:  # end it now: the boundary comes at once
             driver.request_commit()

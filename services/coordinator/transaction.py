@@ -3,10 +3,9 @@
 ``step`` is the whole protocol as a short script: IDLE → start (not while ``draining``) |
   STARTED and interval reached (or forced) → end | ENDED and every partition answered → commit
   | ENDED and timed out → partial commit, keep waiting, or abort | ENDED → re-send END to the silent.
-``receive`` applies one participant message between steps and returns the replies. Leadership
-(election, epochs, recovery) is ``leadership``'s; this class starts at ``take_over`` and ends at
-``stand_by``. Phases move only through ``COORDINATOR_TRANSITIONS``, and the open phases carry
-their ``CommitState`` (``phase.PhaseMachine``). Time is the context's monotonic ``clock``.
+``receive`` applies one participant message between steps and returns the replies. Leadership is
+``leadership``'s (here: ``take_over`` to ``stand_by``). Phases move by ``COORDINATOR_TRANSITIONS``;
+open ones carry their ``CommitState`` (``phase.PhaseMachine``). Time: the context's ``clock``.
 """
 
 from __future__ import annotations
@@ -118,8 +117,9 @@ class TransactionDriver:
 
     # --- leadership boundaries ------------------------------------------------------------
     def begin_recovery(self) -> None:
-        """Elected: announcements heard as a standby are not trusted."""
+        """Elected: announcements heard as a standby are not trusted, nor a change pending."""
         self.owners.clear()
+        self.offsets.drop("a new leadership began")
         self.phase.close(CoordinatorPhase.RECOVERING, "elected")
 
     def take_over(self, epoch: int, report: RecoveryReport,
