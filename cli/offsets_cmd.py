@@ -35,7 +35,12 @@ from hudi_sink.services.coordinator.committer import TableCommitter
 from hudi_sink.services.coordinator.disposal import DirectDisposal
 from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.hudi.naming import next_instant_time
-from hudi_sink.shared.hudi.offset_change import OffsetChange, change_metadata, check_reason
+from hudi_sink.shared.hudi.offset_change import (
+    MAX_OFFSET,
+    OffsetChange,
+    change_metadata,
+    check_reason,
+)
 from hudi_sink.shared.hudi.offsets import UNQUALIFIED_TOPIC_KEY, Offsets, offsets_from_metadata
 from hudi_sink.shared.hudi.sink_log import SinkLog
 from hudi_sink.shared.hudi.table import HudiTable
@@ -103,6 +108,9 @@ def set_offset(request: OffsetsSet) -> dict[str, Any]:
     """Commit the change (module docstring); returns what was committed."""
     if request.partition < 0 or request.offset < 0:
         raise ConfigError("partition and offset must be non-negative integers", "--offset")
+    if request.offset > MAX_OFFSET:
+        raise ConfigError(f"offset {request.offset} is above Kafka's largest offset ({MAX_OFFSET})",
+                          "--offset")
     if request.quiet_s < 0:
         raise ConfigError(f"must be a number of seconds >= 0, got {request.quiet_s:g}",
                           "--quiet-seconds")

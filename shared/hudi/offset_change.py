@@ -35,6 +35,7 @@ __all__ = [
     "SET_BY_KEY",
     "REQUEST_KEY",
     "MAX_REASON_CHARS",
+    "MAX_OFFSET",
     "OffsetChange",
     "parse_requested",
     "check_reason",
@@ -47,6 +48,9 @@ REASON_KEY = "hudi.sink.offsets.reason"
 SET_BY_KEY = "hudi.sink.offsets.set.by"
 REQUEST_KEY = "hudi.sink.offsets.request"
 MAX_REASON_CHARS = 1000
+MAX_OFFSET = 2**63 - 1
+"""Kafka's offsets are signed 64-bit: a larger one could never be reached, and one of 2^64 or
+more cannot even be encoded in a control message (every START would fail)."""
 """A reason is an audit note, not a document: longer ones are refused."""
 
 
@@ -109,6 +113,9 @@ def parse_requested(raw: object, topics: list[str], partitions: Mapping[str, int
                               "exist", entry)
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ConfigError(f"offset {offset!r} is not a non-negative integer", entry)
+        if offset > MAX_OFFSET:
+            raise ConfigError(f"offset {offset} is above Kafka's largest offset ({MAX_OFFSET})",
+                              entry)
         if (topic, partition) in result:
             raise ConfigError(f"{key_text((topic, partition))} is named twice", entry)
         result[(topic, partition)] = offset

@@ -36,6 +36,8 @@ def test_a_request_names_topic_and_partition() -> None:
     ({"orders:0": -1}, "offsets.orders:0", "offset -1"),
     ({"orders:0": "12"}, "offsets.orders:0", "offset '12'"),
     ({"orders:0": True}, "offsets.orders:0", "offset True"),
+    ({"orders:0": 2**63}, "offsets.orders:0", "above Kafka's largest offset"),
+    ({"orders:0": 2**64}, "offsets.orders:0", "above Kafka's largest offset"),
     ({"orders:0": 1, "orders:00": 2}, "offsets.orders:00", "named twice"),
 ])
 def test_a_bad_entry_is_named(raw: object, key: str, words: str) -> None:

@@ -113,3 +113,12 @@ def test_several_topics_need_one_named(env: Env, capsys: pytest.CaptureFixture[s
     assert metadata is not None
     assert offsets_from_metadata(metadata["extraMetadata"], ["orders", "refunds"]) == {
         ("orders", 0): 1, ("refunds", 0): 9}
+
+
+def test_an_offset_beyond_kafkas_range_is_refused(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    c = env.committer("a")
+    c.start(T1)
+    c.commit(T1, build_commit_metadata([], {"schema": env.schema.avro_schema_json()}), [])
+    assert _set(env, offset=2**64) == 2
+    assert "above Kafka's largest offset" in capsys.readouterr().err
+    assert env.table().completed_commits() == [T1]
