@@ -8,7 +8,8 @@ where hudi-rs would silently return what is left.
 
 A commit's ``records`` are the records it applied (inserts, updates, deletes); ``rows_written``
 counts the rows of the files it wrote, which include the rows a new slice of a file group
-carries over from the previous one.
+carries over from the previous one. A commit that evolved the table's schema lists its
+``schema_changes`` (``added coupon STRING``, ``widened qty INT -> BIGINT``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from hudi_sink.shared.hudi.offsets import KAFKA_COMMIT_OFFSETS_KEY
 from hudi_sink.shared.hudi.sink_log import SinkLog
 from hudi_sink.shared.hudi.table import HudiTable
 from hudi_sink.shared.hudi.time_travel import AsOf, AsOfError, resolve_as_of
+from hudi_sink.shared.schema.evolution import CHANGES_KEY
 from hudi_sink.shared.storage.backend import filesystem_for
 from hudi_sink.shared.storage.store_uri import is_object_store_uri, parse_store_uri, reader_storage_options
 
@@ -61,6 +63,8 @@ def _commit_row(instant: str, metadata: dict[str, Any]) -> dict[str, Any]:
         "bytes": sum(int(s.get("fileSizeInBytes", 0)) for s in stats),
         "offsets": extra.get(KAFKA_COMMIT_OFFSETS_KEY, ""),
         "dlq": int(extra.get("hudi.sink.records.dlq", 0) or 0),
+        # Schema evolution: the columns this commit added or widened (none: no key).
+        **({"schema_changes": changes.split("; ")} if (changes := extra.get(CHANGES_KEY)) else {}),
     }
 
 
@@ -195,3 +199,5 @@ def _print_history(history: list[dict[str, Any]]) -> None:
     for h in history:
         print(f"{h['commit_time']:<18} {h['state']:<12} {h.get('records', ''):>9} "
               f"{h.get('files', ''):>6}  {h.get('offsets', h.get('reason', ''))}")
+        if h.get("schema_changes"):
+            print(f"{'':<18} schema: {'; '.join(h['schema_changes'])}")

@@ -5,8 +5,9 @@ keys the merge updates or deletes, plus the flush's rows. The old rows are read 
 the old file and never pass through Python: meta columns kept (``_hoodie_commit_time`` and
 ``_hoodie_commit_seqno`` of the commit that wrote them), ``_hoodie_file_name`` naming the new
 file, each column cast to the flush's type so Arrow's and Parquet's readings of one table
-schema union exactly. A slice whose every row is gone is an empty base file (readers then read
-no row of the group; hudi-rs and Hudi's Java reader both do).
+schema union exactly (a column the table gained since the old slice was written, by schema
+evolution, is null in its rows; a widened one is cast). A slice whose every row is gone is an
+empty base file (readers then read no row of the group; hudi-rs and Hudi's Java reader both do).
 """
 
 from __future__ import annotations
@@ -44,14 +45,17 @@ def with_carried_rows(session: Any, table: pa.Table, carried: list[CarriedFile],
         if carry.rows == 0:
             continue  # nothing left of it (an empty slice is written apart)
         old = _without_keys(session, session.read.parquet(carry.source_path), carry.drop_keys)
+        present = set(old.columns)  # a column added since the slice was written: null there
         columns = []
         for name in table.column_names:
             if name == FILE_NAME_COLUMN:
                 value = func.lit(file_name)
             elif name == part_column:
                 value = func.lit(index).cast("int")
-            else:
+            elif name in present:
                 value = func.col(f"`{name}`")
+            else:
+                value = func.lit(None)
             kind = types.get(name)
             columns.append((value.cast(kind) if kind is not None else value).alias(name))
         frames.append(old.select(*columns))

@@ -24,7 +24,7 @@ from hudi_sink.shared.config.problems import validation_problems
 from hudi_sink.shared.config.sections import AdminConfig, AvroConfig, LogConfig, ServiceConfig
 from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.hudi.record_key import split_key_fields
-from hudi_sink.shared.schema.avro_ddl import SOURCES, resolve_schema_source
+from hudi_sink.shared.schema.avro_ddl import SOURCES, resolve_schema_source, subject_ddl
 from hudi_sink.shared.schema.table_schema import TableSchema
 from hudi_sink.shared.storage.backend import check_base_path
 
@@ -110,6 +110,11 @@ class TableConfig(_Section):
         alias="schema",
         min_length=1,
     )
+    schema_source: Literal["ddl", "registry"] = "ddl"
+    """Where the table schema comes from: ``ddl`` (``schema``, fixed: fields the table does
+    not have are ignored and counted) or ``registry`` (the table follows its producers: created
+    from the registry subject's latest version, ``avro.subject``, then evolved by every writer
+    schema seen in the data; Connect-JSON's per-message schemas likewise)."""
     hive_style_partitioning: bool = False
     parquet_codec: Literal["snappy", "zstd", "gzip", "lz4", "none"] = "snappy"
     """Compression of the Parquet base files (seed ``parquet.codec``)."""
@@ -136,10 +141,11 @@ class TableConfig(_Section):
         return {str(k): str(v).lower() if isinstance(v, bool) else str(v)
                 for k, v in options.items()} if isinstance(options, Mapping) else options
 
-    def table_schema(self) -> TableSchema:
-        """``schema`` parsed and checked against the key fields (SchemaError names the key)."""
+    def table_schema(self, ddl: str | None = None) -> TableSchema:
+        """``schema`` (or the value columns ``ddl`` of an evolved table) parsed and checked
+        against the key fields (SchemaError names the key)."""
         return TableSchema.parse(
-            self.schema_ddl,
+            self.schema_ddl if ddl is None else ddl,
             table_name=self.name,
             record_key_field=self.record_key_field,
             partition_field=self.partition_field,
@@ -329,7 +335,10 @@ def config_from_mapping(
     if canonical != config.table.base_path:
         config = config.model_copy(
             update={"table": config.table.model_copy(update={"base_path": canonical})})
-    if config.table.schema_ddl.startswith(SOURCES):  # avsc:FILE or registry:URL, read once
+    if config.table.schema_source == "registry" and config.kafka.value_format == "avro":
+        ddl = subject_ddl(config.avro, config.avro.subject or f"{config.kafka.topics[0]}-value")
+        config = config.model_copy(update={"table": config.table.model_copy(update={"schema_ddl": ddl})})
+    elif config.table.schema_ddl.startswith(SOURCES):  # avsc:FILE or registry:URL, read once
         ddl = resolve_schema_source(config.table.schema_ddl, config.avro, base_dir or Path.cwd())
         config = config.model_copy(update={"table": config.table.model_copy(update={"schema_ddl": ddl})})
     # The schema must parse and hold the key fields; checked here so it fails at start.
