@@ -28,6 +28,7 @@ from hudi_sink.shared.errors import ConfigError, SchemaError
 from hudi_sink.shared.kafka.protocol import WriteStatus
 from hudi_sink.shared.runtime.metrics import Metrics
 from hudi_sink.shared.schema.evolution import (
+    ALLOWED,
     CHANGES_KEY,
     DDL_KEY,
     Evolution,
@@ -81,7 +82,8 @@ class TableSchemas:
         except IncompatibleChange as exc:
             if self.source == "ddl":
                 raise ConfigError(f"column {exc.field!r} cannot change from {exc.table_type} (the "
-                                  f"table's) to {exc.writer_type}: {exc}", "table.schema") from None
+                                  f"table's) to {exc.writer_type} (allowed: {ALLOWED})",
+                                  "table.schema") from None
             log.error("the registry subject's latest schema is not the table's: %s; the table "
                       "keeps its schema", exc)
             evolution = Evolution(base, ())

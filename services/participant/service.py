@@ -156,18 +156,20 @@ class ParticipantService(ServiceShell[ParticipantClients]):
                  follow: bool | None) -> RecordDecoder:
         """A decoder for one table schema (an instant's: schema evolution changes it), its
         writer schemas checked against it (``.writer_schemas``); ``follow`` None: whether the
-        config's ``table.schema_source`` is ``registry``."""
+        config's ``table.schema_source`` is ``registry``. Under a change-event envelope
+        (Debezium) the writer schema is the event's, not the row's: it is not checked."""
         cfg = self.config
-        if follow is None:
-            follow = cfg.table.schema_source == "registry"
-        check = SchemaCheck(schema, follow=follow, unknown_log=self._unknown_log)
+        check = SchemaCheck(schema, unknown_log=self._unknown_log,
+                            follow=cfg.table.schema_source == "registry" if follow is None else follow)
         connect = cfg.kafka.value_format == "connect_json"
+        checked = cfg.kafka.envelope == "none"
+        parser = None if self._avro is None else (
+            avro_parser(self._avro, check) if checked else self._avro.parse)
         return RecordDecoder(schema, cfg.errors.max_record_bytes,
                              hive_style=cfg.table.hive_style_partitioning,
-                             connect_envelope=connect,
-                             value_parser=avro_parser(self._avro, check) if self._avro else None,
+                             connect_envelope=connect, value_parser=parser,
                              unwrap=keyed.unwrap if keyed else None,
-                             envelope_check=envelope_check(check) if connect else None,
+                             envelope_check=envelope_check(check) if connect and checked else None,
                              unknown_log=None if self._avro or connect else self._note_unknown_json)
 
     def _note_unknown_json(self, names: list[str]) -> None:

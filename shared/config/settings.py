@@ -335,6 +335,12 @@ def config_from_mapping(
     if canonical != config.table.base_path:
         config = config.model_copy(
             update={"table": config.table.model_copy(update={"base_path": canonical})})
+    if config.table.schema_source == "registry" and (config.kafka.value_format == "json"
+                                                     or config.kafka.envelope != "none"):
+        raise ConfigError("registry: the table follows the writer schemas of Avro or Connect-JSON "
+                          "values (kafka.value_format avro or connect_json, kafka.envelope none); "
+                          "plain JSON and change-event envelopes keep table.schema (ddl)",
+                          "table.schema_source")
     if config.table.schema_source == "registry" and config.kafka.value_format == "avro":
         ddl = subject_ddl(config.avro, config.avro.subject or f"{config.kafka.topics[0]}-value")
         config = config.model_copy(update={"table": config.table.model_copy(update={"schema_ddl": ddl})})

@@ -29,7 +29,11 @@ from hudi_sink.shared.errors import HudiSinkError
 from hudi_sink.shared.schema.table_schema import Column, ColumnKind
 
 __all__ = ["Evolution", "IncompatibleChange", "evolve", "column_type_ddl", "columns_ddl",
-           "DDL_KEY", "CHANGES_KEY"]
+           "DDL_KEY", "CHANGES_KEY", "ALLOWED"]
+
+ALLOWED = ("new nullable fields, INT -> BIGINT, FLOAT -> DOUBLE, a wider DECIMAL precision at the "
+           "same scale, required -> optional")
+"""The allowed changes, as error messages name them."""
 
 DDL_KEY = "hudi.sink.schema.ddl"
 """A commit's ``extraMetadata``: the table schema's value columns in ``table.schema`` syntax
@@ -50,9 +54,7 @@ class IncompatibleChange(HudiSinkError):
     def __init__(self, field: str, table_type: str, writer_type: str) -> None:
         self.field, self.table_type, self.writer_type = field, table_type, writer_type
         super().__init__(f"field {field!r} is {writer_type} in the writer schema but "
-                         f"{table_type} in the table: not an allowed change (new nullable "
-                         "fields, INT -> BIGINT, FLOAT -> DOUBLE, a wider DECIMAL precision "
-                         "at the same scale, required -> optional)")
+                         f"{table_type} in the table: not an allowed change ({ALLOWED})")
 
 
 @dataclass(frozen=True)

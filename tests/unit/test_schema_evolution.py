@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from registry_app import LocalRegistry
 
 from hudi_sink.services.coordinator.table_schemas import TableSchemas
 from hudi_sink.services.participant.connect_schema import connect_columns
@@ -221,3 +222,36 @@ def test_a_partition_stops_before_an_evolving_record_and_writes_it_with_the_next
                                                {"id": "c", "country": "de", "coupon": None}]
     [letter] = state.take_dead_letters()
     assert letter.error_class == "SchemaIncompatible" and "'country'" in letter.message
+
+
+@pytest.mark.parametrize(("overrides", "key"), [
+    ({"table": {"schema_source": "registry"}}, "table.schema_source"),  # plain JSON
+    ({"table": {"schema_source": "registry"}, "kafka": {"value_format": "connect_json",
+                                                        "envelope": "debezium"}},
+     "table.schema_source"),
+    ({"table": {"schema_source": "registry"}, "kafka": {"value_format": "avro"},
+      "avro": {"schema_file": __file__, "schema_id": 1}}, "avro.registry_url"),
+])
+def test_a_registry_source_without_writer_schemas_to_follow_is_refused(
+        overrides: dict[str, object], key: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_config(None, environ={}, overrides=overrides)
+    assert refused.value.key == key
+
+
+def test_a_registry_sourced_table_is_created_from_its_subjects_latest_version() -> None:
+    order = {"type": "record", "name": "o", "fields": [
+        {"name": "id", "type": "string"}, {"name": "qty", "type": ["null", "long"]}]}
+    other = {"type": "record", "name": "p", "fields": [{"name": "id", "type": "string"}]}
+    with LocalRegistry({1: order, 2: other}, subjects={"orders-value": 1, "mine": 2}) as registry:
+        def table(**avro: str) -> str:
+            return load_config(None, environ={}, overrides={
+                "kafka": {"value_format": "avro", "topics": ["orders"]},
+                "table": {"schema_source": "registry"},
+                "avro": {"registry_url": registry.url, **avro}}).table.schema_ddl
+
+        assert table() == "id STRING NOT NULL, qty BIGINT"  # TopicNameStrategy: <topic>-value
+        assert table(subject="mine") == "id STRING NOT NULL"
+        with pytest.raises(ConfigError) as missing:
+            table(subject="nobody")
+        assert missing.value.key == "table.schema_source" and "'nobody'" in str(missing.value)
