@@ -29,6 +29,7 @@ from hudi_sink.services.participant.avro_format import AvroValues
 from hudi_sink.services.participant.connect_schema import connect_columns
 from hudi_sink.services.participant.decoded import SCHEMA_INCOMPATIBLE, Deferred, Rejected
 from hudi_sink.services.participant.json_format import EnvelopeCheck
+from hudi_sink.shared.errors import SchemaError
 from hudi_sink.shared.schema.avro_ddl import avro_columns
 from hudi_sink.shared.schema.evolution import IncompatibleChange, columns_ddl, evolve
 from hudi_sink.shared.schema.table_schema import Column, TableSchema
@@ -97,6 +98,15 @@ class SchemaCheck:
             return Rejected(SCHEMA_INCOMPATIBLE, f"writer schema {label}: {exc}")
         if not evolution.changes:
             return None
+        table = self._table
+        try:  # the evolved columns must still hold the keys (and not take a reserved name)
+            TableSchema.parse(columns_ddl(evolution.columns), table_name=table.table_name,
+                              record_key_field=table.record_key_field,
+                              partition_field=table.partition_field,
+                              kafka_metadata=table.kafka_metadata)
+        except SchemaError as exc:
+            return Rejected(SCHEMA_INCOMPATIBLE, f"writer schema {label}: the evolved table "
+                            f"schema would not be valid: {exc}")
         log.info("writer schema %s needs the table to evolve (%s): its records wait for the "
                  "next instant", label, "; ".join(evolution.changes))
         return Deferred(f"writer schema {label} evolves the table ({'; '.join(evolution.changes)}):"

@@ -255,3 +255,13 @@ def test_a_registry_sourced_table_is_created_from_its_subjects_latest_version() 
         with pytest.raises(ConfigError) as missing:
             table(subject="nobody")
         assert missing.value.key == "table.schema_source" and "'nobody'" in str(missing.value)
+
+
+def test_a_writer_schema_whose_evolution_would_break_the_table_is_refused_not_deferred() -> None:
+    """Deferred, it would be proposed and left out of every commit: stuck for ever."""
+    table = TableSchema.parse("id STRING NOT NULL", table_name="t", record_key_field="id",
+                              kafka_metadata=True)
+    check = SchemaCheck(table, follow=True, unknown_log=UnknownFieldLog())
+    verdict = check.verdict("id 5", 5, lambda: (parse_ddl("id STRING NOT NULL, _kafka_topic STRING"), []))
+    assert isinstance(verdict, Rejected) and verdict.error_class == "SchemaIncompatible"
+    assert "_kafka_topic" in verdict.message
