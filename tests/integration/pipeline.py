@@ -37,11 +37,18 @@ if TYPE_CHECKING:
 
 HUDI_SINK = str(Path(sys.executable).with_name("hudi-sink"))
 
+HTTP = httpx.Client(timeout=5, limits=httpx.Limits(max_keepalive_connections=0))
+"""The tests' one HTTP client for the services' admin REST. Why not ``httpx.get``: each call
+builds a client and with it a TLS context that loads the system's CA bundle, ~25 ms of CPU
+even for plain http. Tests poll REST in ``eventually`` loops, and py-spy showed half of a
+pipeline test's own CPU there (``test_idle_sink.py``). No keep-alive: services are killed
+and restarted on the same ports, and a new connection per request is what the old calls did."""
+
 
 def metric_samples(service: Service, name: str) -> dict[str, float]:
     """Every sample of one Prometheus metric of ``service``, keyed by its label text
     (``partition="0",topic="t"``; ``""`` without labels): what an alert rule would see."""
-    text = httpx.get(f"{service.url}/metrics", timeout=5).text
+    text = HTTP.get(f"{service.url}/metrics", timeout=5).text
     samples: dict[str, float] = {}
     for line in text.splitlines():
         if line.startswith("#") or not line.strip():
@@ -216,14 +223,14 @@ class Pipeline:
         """Until ``participant`` has flushed files of its open instant (a mid-transaction
         moment worth killing or freezing it at)."""
         eventually(lambda: any(v["staged_files"] for v in
-                               httpx.get(f"{participant.url}/partitions").json()), 120,
+                               HTTP.get(f"{participant.url}/partitions").json()), 120,
                    "staged files of an open instant on the participant", every_s=0.2)
 
     def wait_ready(self, service: Service, timeout_s: float = 120) -> None:
         def ready() -> bool:
             if not service.alive():
                 raise AssertionError(f"{service.role} exited:\n{service.log_tail()}")
-            return httpx.get(f"{service.url}/ready", timeout=2).status_code == 200
+            return HTTP.get(f"{service.url}/ready", timeout=2).status_code == 200
 
         eventually(ready, timeout_s, f"{service.role} ready")
 
@@ -258,7 +265,7 @@ class Pipeline:
 
     def transactions(self, coordinator: Service) -> list[dict[str, Any]]:
         """``GET /transactions`` (newest first, up to 1,000 entries)."""
-        history: list[dict[str, Any]] = httpx.get(
+        history: list[dict[str, Any]] = HTTP.get(
             f"{coordinator.url}/transactions", params={"limit": 1000}, timeout=5).json()
         return history
 

@@ -13,12 +13,11 @@ import asyncio
 import signal
 from pathlib import Path
 
-import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as KafkaTopicPartition
 from eventually import eventually
-from pipeline import Pipeline, files_below, metric_total
+from pipeline import HTTP, Pipeline, files_below, metric_total
 
 from hudi_sink.cli.broker import EmbeddedBroker
 
@@ -110,9 +109,9 @@ def test_deletion_leaves_no_orphans_after_a_participant_kill(
         assert metric_total(coordinator, "hudi_sink_deletion_intents_sent_total") > 0
         eventually(lambda: metric_total(coordinator, "hudi_sink_deletion_backlog_intents") == 0,
                    60, "the deletion backlog drained", every_s=1)
-        stats = httpx.get(f"{deleter.url}/deletions/stats").json()
+        stats = HTTP.get(f"{deleter.url}/deletions/stats").json()
         assert stats["deleted"] > 0
-        report = httpx.post(f"{deleter.url}/deletions/reconcile", params={"dry_run": "true"}).json()
+        report = HTTP.post(f"{deleter.url}/deletions/reconcile", params={"dry_run": "true"}).json()
         assert report["orphans"] == [], report
     finally:
         pipeline.stop_all()

@@ -15,10 +15,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import httpx
 import pytest
 from eventually import eventually
-from pipeline import Pipeline
+from pipeline import HTTP, Pipeline
 from test_bad_records import _produce, _read_all
 
 from hudi_sink.cli.broker import EmbeddedBroker
@@ -50,21 +49,21 @@ def test_a_flood_of_large_bad_records_keeps_participant_memory_bounded(
     try:
         coordinator, participant = pipeline.start_ready("coordinator", "participant")
         eventually(lambda: all(v["state"] == "writing" and v["last_written_offset"] == 99
-                               for v in httpx.get(f"{participant.url}/partitions").json()), 120,
+                               for v in HTTP.get(f"{participant.url}/partitions").json()), 120,
                    "the good records taken in")
         baseline = _memory_mb(participant.process.pid, "VmRSS")
         bad = [b"{" + bytes([65 + i % 26]) * VALUE_BYTES for i in range(BAD_RECORDS)]  # not JSON
         asyncio.run(_produce(broker.bootstrap, pipeline.topic, bad, pipeline.partitions))
         per_partition = BAD_RECORDS // pipeline.partitions
         eventually(lambda: all(v["records_dlq"] == per_partition for v in
-                               httpx.get(f"{participant.url}/partitions").json()), 300,
+                               HTTP.get(f"{participant.url}/partitions").json()), 300,
                    "every bad record dead-lettered inside the open instant", every_s=1)
         peak = _memory_mb(participant.process.pid, "VmHWM")
         assert peak - baseline < HEADROOM_MB, (
             f"participant peak RSS {peak:.0f} MB vs {baseline:.0f} MB before the flood of "
             f"{BAD_RECORDS * VALUE_BYTES / 1e6:.0f} MB")
 
-        assert httpx.post(f"{coordinator.url}/transactions/commit").status_code == 202
+        assert HTTP.post(f"{coordinator.url}/transactions/commit").status_code == 202
         pipeline.wait_offsets(100 + per_partition, timeout_s=120)
         assert pipeline.read().num_rows == 400
         dead = asyncio.run(_read_all(broker.bootstrap, f"{unique_name}-dlq", pipeline.partitions))

@@ -27,11 +27,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 import pytest
 from eventually import eventually
-from pipeline import Pipeline, Service, metric_total
+from pipeline import HTTP, Pipeline, Service, metric_total
 from test_bad_records import BAD_KINDS, _produce, _read_all
 from test_failures import _aborts_metric, _assert_exactly
 
@@ -152,7 +151,7 @@ def test_start_up_in_any_order_aborts_nothing_and_dead_letters_once(
 # --- 4. partial commit instead of an abort --------------------------------------------------
 
 def _owned(participant: Service) -> list[dict[str, Any]]:
-    views: list[dict[str, Any]] = httpx.get(f"{participant.url}/partitions", timeout=5).json()
+    views: list[dict[str, Any]] = HTTP.get(f"{participant.url}/partitions", timeout=5).json()
     return views
 
 
@@ -189,7 +188,7 @@ def test_a_participant_frozen_past_the_timeout_gets_a_partial_commit(
         # survivor's flush below is a warm one and answers well inside the 8 s.
         pipeline.produce(4_000)
         eventually(lambda: _all_buffered(both, 999), 120, "the first 1,000 records per partition")
-        assert httpx.post(f"{coordinator.url}/transactions/commit", timeout=5).status_code == 202
+        assert HTTP.post(f"{coordinator.url}/transactions/commit", timeout=5).status_code == 202
         pipeline.wait_offsets(1_000, timeout_s=120)
         warmed = pipeline.completed_commits()[-1]
 
@@ -198,7 +197,7 @@ def test_a_participant_frozen_past_the_timeout_gets_a_partial_commit(
         opened = next(t for t in pipeline.transactions(coordinator) if t["state"] == "inflight")
         instant = opened["commit_time"]
         assert {v["commit_time"] for v in _owned(victim)} == {instant}
-        assert httpx.post(f"{coordinator.url}/transactions/commit", timeout=5).status_code == 202
+        assert HTTP.post(f"{coordinator.url}/transactions/commit", timeout=5).status_code == 202
 
         def reached_by_end() -> list[dict[str, Any]] | None:
             views = _owned(victim)

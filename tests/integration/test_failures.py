@@ -8,10 +8,9 @@ import signal
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 from eventually import eventually
-from pipeline import Pipeline, Service
+from pipeline import HTTP, Pipeline, Service
 
 from hudi_sink.cli.broker import EmbeddedBroker
 
@@ -28,7 +27,7 @@ def _assert_exactly(pipeline: Pipeline, expected: int) -> None:
 
 
 def _aborts_metric(service: Service) -> float:
-    text = httpx.get(f"{service.url}/metrics", timeout=5).text
+    text = HTTP.get(f"{service.url}/metrics", timeout=5).text
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                if line.startswith("hudi_sink_aborts_total"))
 
@@ -72,7 +71,7 @@ def test_participants_join_and_leave_without_aborts(
         eventually(lambda: sum(pipeline.latest_offsets().values()) > 1_000, 120, "first data")
         second = pipeline.start("participant")  # scale out while data flows
         pipeline.wait_ready(second, timeout_s=180)
-        eventually(lambda: httpx.get(f"{second.url}/partitions").json(), 60,
+        eventually(lambda: HTTP.get(f"{second.url}/partitions").json(), 60,
                    "partitions on the new participant")
         pipeline.wait_transactions(coordinator, 2)  # transactions with both participants answering
         pipeline.kill(first, signal.SIGTERM)  # scale in cleanly
@@ -118,7 +117,7 @@ def test_standby_takes_over_and_a_zombie_leader_cannot_commit(
 
         def leader() -> Service:
             found = [s for s in coordinators if s.alive() and
-                     httpx.get(f"{s.url}/transactions/current").json()["role"] == "leader"]
+                     HTTP.get(f"{s.url}/transactions/current").json()["role"] == "leader"]
             return found[0] if len(found) == 1 else None  # type: ignore[return-value]
 
         first = eventually(leader, 60, "one leader")
@@ -130,11 +129,11 @@ def test_standby_takes_over_and_a_zombie_leader_cannot_commit(
         first.process.send_signal(signal.SIGSTOP)
         frozen_at = time.monotonic()
         standby = next(s for s in coordinators if s is not first)
-        epoch_before = httpx.get(f"{standby.url}/transactions/current").json()["epoch"]
-        eventually(lambda: httpx.get(f"{standby.url}/transactions/current").json()["role"] == "leader",
+        epoch_before = HTTP.get(f"{standby.url}/transactions/current").json()["epoch"]
+        eventually(lambda: HTTP.get(f"{standby.url}/transactions/current").json()["role"] == "leader",
                    6 + 10 + 5, "the standby to lead", every_s=0.2)
         assert time.monotonic() - frozen_at < 6 + 10 + 5
-        new_epoch = httpx.get(f"{standby.url}/transactions/current").json()["epoch"]
+        new_epoch = HTTP.get(f"{standby.url}/transactions/current").json()["epoch"]
         assert new_epoch > epoch_before
         pipeline.produce(4_000)
 
@@ -178,7 +177,7 @@ def test_zombie_participant_cannot_get_a_file_into_the_table(
         pipeline.wait_holding_staged_files(zombie)
         zombie.process.send_signal(signal.SIGSTOP)
         # Past its 6 s session: its partitions move to the survivor, whose statuses win.
-        eventually(lambda: len(httpx.get(f"{survivor.url}/partitions").json()) == 4, 60,
+        eventually(lambda: len(HTTP.get(f"{survivor.url}/partitions").json()) == 4, 60,
                    "the survivor to own all partitions")
         pipeline.wait_commits(1)  # a transaction without the zombie
         zombie.process.send_signal(signal.SIGCONT)  # late flushes and statuses
@@ -231,21 +230,21 @@ def test_partitions_moving_away_and_back_within_one_instant_lose_nothing(
     try:
         coordinator, first = pipeline.start_ready("coordinator", "participant")
         pipeline.wait_holding_staged_files(first)
-        instant = httpx.get(f"{coordinator.url}/transactions/current").json()["commit_time"]
+        instant = HTTP.get(f"{coordinator.url}/transactions/current").json()["commit_time"]
         second = pipeline.start("participant")
         pipeline.wait_ready(second, timeout_s=180)
         eventually(lambda: any(v["state"] != "waiting" for v in
-                               httpx.get(f"{second.url}/partitions").json()), 60,
+                               HTTP.get(f"{second.url}/partitions").json()), 60,
                    "the second participant writing its partitions")
         pipeline.kill(second, signal.SIGTERM)  # its partitions go back to the first
-        eventually(lambda: len(httpx.get(f"{first.url}/partitions").json()) == 4, 60,
+        eventually(lambda: len(HTTP.get(f"{first.url}/partitions").json()) == 4, 60,
                    "all partitions back on the first participant")
         pipeline.produce(2_000)
         eventually(lambda: all(v["state"] == "writing" and v["last_written_offset"] == 999
-                               for v in httpx.get(f"{first.url}/partitions").json()), 120,
+                               for v in HTTP.get(f"{first.url}/partitions").json()), 120,
                    "every record buffered or flushed in the open instant")
-        assert httpx.get(f"{coordinator.url}/transactions/current").json()["commit_time"] == instant
-        assert httpx.post(f"{coordinator.url}/transactions/commit").status_code == 202
+        assert HTTP.get(f"{coordinator.url}/transactions/current").json()["commit_time"] == instant
+        assert HTTP.post(f"{coordinator.url}/transactions/commit").status_code == 202
         pipeline.wait_offsets(1_000, timeout_s=120)
         assert instant in pipeline.completed_commits()
         _assert_exactly(pipeline, 4_000)
@@ -266,7 +265,7 @@ def test_sigterm_while_spark_starts_exits_without_waiting_for_it(
     pipeline.produce(10)  # the data topic must exist before the participant starts Spark
     with pipeline:
         participant = pipeline.start("participant")
-        eventually(lambda: "starting SparkSession" in httpx.get(f"{participant.url}/ready",
+        eventually(lambda: "starting SparkSession" in HTTP.get(f"{participant.url}/ready",
                                                                   timeout=2).text,
                    120, "the participant starting its SparkSession", every_s=0.1)
         asked = time.monotonic()

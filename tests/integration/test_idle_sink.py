@@ -14,9 +14,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import httpx
 import pytest
-from pipeline import Pipeline, Service, metric_total
+from pipeline import HTTP, Pipeline, Service, metric_total
 from test_bad_records import _produce
 
 from hudi_sink.cli.broker import EmbeddedBroker
@@ -102,5 +101,5 @@ def test_an_idle_sink_commits_nothing_and_what_arrives_later_commits_once(
         assert set(states) == set(pipeline.completed_commits())  # committed ones only, none aborted
         assert set(states.values()) == {"committed"}
         assert metric_total(coordinator, "hudi_sink_aborts_total") == 0
-        current = httpx.get(f"{coordinator.url}/transactions/current", timeout=5).json()
+        current = HTTP.get(f"{coordinator.url}/transactions/current", timeout=5).json()
         assert current["role"] == "leader"

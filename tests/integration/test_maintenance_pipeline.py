@@ -12,11 +12,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import httpx
 import orjson
 import pytest
 from eventually import eventually
-from pipeline import Pipeline, metric_total
+from pipeline import HTTP, Pipeline, metric_total
 
 from hudi_sink.cli.broker import EmbeddedBroker
 
@@ -94,7 +93,7 @@ def _run(broker: EmbeddedBroker, tmp_path: Path, name: str, *, rate: int, second
         files = pipeline.partition_files()
         active = _active_completed(pipeline)
         log_entries = _sink_log_entries(pipeline)
-        view = httpx.get(f"{coordinator.url}/maintenance", timeout=5).json()
+        view = HTTP.get(f"{coordinator.url}/maintenance", timeout=5).json()
         summary = {
             "records": records, "parquet_files": len(files), "active_completed": len(active),
             "peak_active": peak_active, "sink_log": log_entries, "peak_sink_log": peak_log,
@@ -113,7 +112,7 @@ def _run(broker: EmbeddedBroker, tmp_path: Path, name: str, *, rate: int, second
         assert view["last_error"] is None, summary
         # Replaced files are deleted by the deleter, after the clean: none older than the
         # retention remains once the pipeline is quiet.
-        eventually(lambda: httpx.get(f"{coordinator.url}/maintenance", timeout=5).json()
+        eventually(lambda: HTTP.get(f"{coordinator.url}/maintenance", timeout=5).json()
                    ["replaced_files_on_disk"] == 0, 60, "replaced files cleaned and deleted")
         assert sorted(pipeline.read_agreed()[0].column("id").to_pylist()) == sorted(ids)
         eventually(lambda: not _finished_staging(pipeline), 30, "staging of finished instants removed")

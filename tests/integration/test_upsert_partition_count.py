@@ -22,7 +22,7 @@ import pytest
 import yaml
 from confluent_kafka.admin import AdminClient, NewTopic
 from eventually import eventually
-from pipeline import HUDI_SINK
+from pipeline import HTTP, HUDI_SINK
 
 from hudi_sink.cli.broker import free_port
 from hudi_sink.shared.config.settings import load_config
@@ -84,10 +84,10 @@ class Coordinator:
         return True
 
     def get(self, path: str) -> Any:
-        return httpx.get(f"http://127.0.0.1:{self.port}{path}", timeout=5).json()
+        return HTTP.get(f"http://127.0.0.1:{self.port}{path}", timeout=5).json()
 
     def post(self, path: str) -> httpx.Response:
-        return httpx.post(f"http://127.0.0.1:{self.port}{path}", timeout=5)
+        return HTTP.post(f"http://127.0.0.1:{self.port}{path}", timeout=5)
 
     def output(self) -> str:
         return self.log.read_text()

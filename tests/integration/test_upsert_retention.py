@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import pytest
 from eventually import eventually
 from keyed_history import clean_records, history_pipeline, produce_committed_batches
 from keyed_oracle import pipeline_commits, read_topic
-from pipeline import Pipeline
+from pipeline import HTTP, Pipeline
 from upsert_oracle import Spec, fold
 from upsert_reads import assert_snapshot_equals
 
@@ -108,7 +107,7 @@ def test_deleter_removes_superseded_slices_outside_retention_and_never_a_latest_
                        every_s=0.5)
         except AssertionError as exc:
             on_disk = pipeline.partition_files()
-            view = httpx.get(f"{coordinator.url}/maintenance", timeout=5).json()
+            view = HTTP.get(f"{coordinator.url}/maintenance", timeout=5).json()
             raise AssertionError(
                 f"{exc}\nE={earliest}; still on disk (outside retention): {sorted(gone & on_disk)}; "
                 f"cleans: {[(c.instant, c.earliest_retained) for c in seen.values()]}; "
@@ -136,9 +135,9 @@ def test_deleter_removes_superseded_slices_outside_retention_and_never_a_latest_
                                        fold(records, spec, upto=offsets).winners,
                                        commits=commits, what=f"as of {instant}")
 
-        stats = httpx.get(f"{deleter.url}/deletions/stats", timeout=10).json()
+        stats = HTTP.get(f"{deleter.url}/deletions/stats", timeout=10).json()
         assert stats["deleted"] >= len(gone), stats
-        report = httpx.post(f"{deleter.url}/deletions/reconcile", params={"dry_run": "true"},
+        report = HTTP.post(f"{deleter.url}/deletions/reconcile", params={"dry_run": "true"},
                             timeout=60).json()
         assert report["orphans"] == [], report
         print(f"{len(instants)} commits, E={earliest}, {len(groups)} groups, "
