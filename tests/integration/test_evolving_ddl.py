@@ -20,12 +20,11 @@ import signal
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 import pytest
 from avro_topic import produce_by_partition
 from eventually import eventually
-from pipeline import Pipeline, Service
+from pipeline import HTTP, Pipeline, Service
 
 from hudi_sink.cli.broker import EmbeddedBroker
 
@@ -70,7 +69,7 @@ def test_a_ddl_table_evolves_by_config_and_a_connect_table_by_its_envelopes(
                              {0: [_envelope(n, False) for n in range(BATCH)]}, True)
         coordinator, participant = pipeline.start_ready("coordinator", "participant")
         pipeline.wait_offsets(BATCH, timeout_s=180)
-        [partition] = httpx.get(f"{participant.url}/partitions", timeout=10).json()
+        [partition] = HTTP.get(f"{participant.url}/partitions", timeout=10).json()
         assert partition["unknown_fields"] == ["coupon"]
 
         coordinator = _coordinator(pipeline, coordinator, {"HUDI_SINK__TABLE__SCHEMA": WITH_COUPON})

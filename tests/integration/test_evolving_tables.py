@@ -22,12 +22,11 @@ import json
 import subprocess
 from pathlib import Path
 
-import httpx
 import pytest
 from avro_topic import produce_by_partition, read_topic
 from evolving_orders import HALF, V1, V2, V3, encoded, registry_sink, value
 from hudi_java import ReadRequest, assert_same_rows, read_tables, rust_read
-from pipeline import HUDI_SINK, metric_total
+from pipeline import HTTP, HUDI_SINK, metric_total
 from registry_app import LocalRegistry, confluent_avro
 
 from hudi_sink.cli.broker import EmbeddedBroker
@@ -58,7 +57,7 @@ def test_a_registry_sourced_table_follows_its_producers(
                                  {0: [*tail, *encoded(0, range(2 * HALF, 2 * HALF + 2))],
                                   1: encoded(1, range(2 * HALF, 2 * HALF + 2 + BAD))}, False)
             pipeline.wait_offsets(2 * HALF + 2 + BAD, timeout_s=120)
-            schema = httpx.get(f"{coordinator.url}/schema", timeout=10).json()
+            schema = HTTP.get(f"{coordinator.url}/schema", timeout=10).json()
             changes = metric_total(coordinator, "hudi_sink_schema_changes_total")
             letters = read_topic(pipeline.bootstrap, f"{unique_name}-dlq")
             snapshot, as_of_first = read_tables([ReadRequest(pipeline.table_uri),
