@@ -159,8 +159,9 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         config's ``table.schema_source`` is ``registry``. Under a change-event envelope
         (Debezium) the writer schema is the event's, not the row's: it is not checked."""
         cfg = self.config
-        check = SchemaCheck(schema, unknown_log=self._unknown_log,
-                            follow=cfg.table.schema_source == "registry" if follow is None else follow)
+        if follow is None:
+            follow = cfg.table.schema_source == "registry"
+        check = SchemaCheck(schema, unknown_log=self._unknown_log, follow=follow)
         connect = cfg.kafka.value_format == "connect_json"
         checked = cfg.kafka.envelope == "none"
         parser = None if self._avro is None else (
@@ -169,11 +170,12 @@ class ParticipantService(ServiceShell[ParticipantClients]):
                              hive_style=cfg.table.hive_style_partitioning,
                              connect_envelope=connect, value_parser=parser,
                              unwrap=keyed.unwrap if keyed else None,
-                             envelope_check=envelope_check(check) if connect and checked else None,
-                             unknown_log=None if self._avro or connect else self._note_unknown_json)
+                             envelope_check=envelope_check(check) if connect and checked and follow
+                             else None,
+                             unknown_log=None if self._avro else self._note_unknown_json)
 
     def _note_unknown_json(self, names: list[str]) -> None:
-        self._unknown_log.note("(plain JSON)", tuple(names), names)
+        self._unknown_log.note("JSON values", tuple(names), names)
 
     # --- lifecycle ----------------------------------------------------------------------
     def running_readiness(self) -> list[str]:

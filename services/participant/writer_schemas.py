@@ -13,8 +13,10 @@ resolved by field name:
   is decided in the commit itself. A refused change is a bad record, ``SchemaIncompatible``,
   naming the field and both types;
 - the table's schema is a fixed DDL: fields the table does not have are ignored and counted
-  as always, and their names are logged once per writer schema (process-wide) and kept for
-  the participant's ``/partitions``.
+  as always; an Avro writer schema's are logged once per schema id (process-wide). Connect
+  envelopes are not checked then (their schema would be serialised per record for nothing):
+  like plain JSON, the decoder logs each new unknown field name (once per process) and keeps
+  the names for the participant's ``/partitions``.
 """
 
 from __future__ import annotations
@@ -48,12 +50,14 @@ class UnknownFieldLog:
     def __init__(self) -> None:
         self._logged: set[Hashable] = set()
 
-    def note(self, label: str, key: Hashable, names: list[str]) -> None:
+    def note(self, source: str, key: Hashable, names: list[str]) -> None:
+        """Log ``names``, fields of ``source`` (``writer schema id 7``, ``JSON values``), once
+        per ``key``."""
         if key not in self._logged:
             self._logged.add(key)
-            log.warning("writer schema %s has field(s) the table does not have, ignored (the "
-                        "table's schema is table.schema; table.schema_source: registry makes "
-                        "them columns): %s", label, ", ".join(names))
+            log.warning("%s: field(s) the table does not have, ignored (the table's schema is "
+                        "table.schema; table.schema_source: registry makes them columns): %s",
+                        source, ", ".join(names))
 
 
 class SchemaCheck:
@@ -84,7 +88,7 @@ class SchemaCheck:
         unknown += [name for name in unmapped if name not in self._columns]
         if not self._follow:
             if unknown:
-                self._log.note(label, key, unknown)
+                self._log.note(f"writer schema {label}", key, unknown)
             return None
         clash = [name for name in unmapped if name in self._columns]
         if clash:
