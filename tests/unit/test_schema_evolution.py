@@ -265,3 +265,17 @@ def test_a_writer_schema_whose_evolution_would_break_the_table_is_refused_not_de
     verdict = check.verdict("id 5", 5, lambda: (parse_ddl("id STRING NOT NULL, _kafka_topic STRING"), []))
     assert isinstance(verdict, Rejected) and verdict.error_class == "SchemaIncompatible"
     assert "_kafka_topic" in verdict.message
+
+
+def test_a_registry_subject_the_table_cannot_follow_leaves_the_committed_schema(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The subject's latest version is the config's schema of a registry-sourced table: a
+    refused change there is the data's writer schemas' to refuse, record by record."""
+    config = load_config(None, environ={}, overrides={"kafka": {"value_format": "connect_json"},
+                                                      "table": {"schema_source": "registry",
+                                                                "schema": "id STRING NOT NULL, n STRING"}})
+    schemas = TableSchemas(config, config.table.table_schema(), Metrics("unit"))
+    schemas.adopt({DDL_KEY: "id STRING NOT NULL, n BIGINT, extra STRING"})
+    assert (schemas.ddl, schemas.pending, schemas.follow) == (
+        "id STRING NOT NULL, n BIGINT, extra STRING", (), True)
+    assert any("'n'" in r.getMessage() for r in caplog.records if r.levelname == "ERROR")
