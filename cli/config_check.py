@@ -6,9 +6,11 @@ here starts a service and one that fails here fails there with the same message 
 naming the key). Deployments run it on the rendered ConfigMap (the Helm chart's tests do) and
 operators run it in a pod to see the effective settings.
 
-A ``.properties`` file (the Hudi Kafka Connect sink's key names, ``shared.config.seed``) is
-read by the same reader; each value it set names the properties key too (``# file
-(target.base.path)``), and the keys it ignores are listed with the reason.
+A ``.properties`` file or a Connect JSON connector config (Kafka Connect / Hudi key names,
+``shared.config.seed``) is read by the same reader; each value it set names the file's key too
+(``# file (target.base.path)``), and a table lists every key of the file with its fate —
+mapped (onto which key), honoured, ignored (why) — so a migrating team sees what became of
+each setting (a refused key fails the check, exit 2, with the reason).
 
 The output is the resolved configuration as YAML, each value followed by where it came from
 (``file``, ``env`` or ``default``), with secrets redacted: fields declared ``repr=False`` in
@@ -46,6 +48,7 @@ from hudi_sink.shared.config.deprecated import DEPRECATED_KEYS, deprecations
 # The loader's own environment parsing, so "env" is attributed exactly as the loader applied it.
 from hudi_sink.shared.config.environment import env_overrides
 from hudi_sink.shared.config.files import read_config_file
+from hudi_sink.shared.config.seed import KeyFate
 from hudi_sink.shared.config.settings import SinkConfig, load_config
 from hudi_sink.shared.errors import ConfigError
 
@@ -148,6 +151,8 @@ class Checked:
     """Deprecated keys the config uses, each with what replaces it."""
     table: str = ""
     """What was found at ``table.base_path`` (``cli.table_check``)."""
+    fates: list[KeyFate] = dc_field(default_factory=list)
+    """A file of Connect / Hudi keys: each key with its fate, secret values redacted."""
 
 
 def check_config(path: str | Path, environ: Mapping[str, str] | None = None) -> Checked:
@@ -177,7 +182,27 @@ def check_config(path: str | Path, environ: Mapping[str, str] | None = None) -> 
             if sources.get(new_path) == "default" and _has(data, old_path):
                 sources[new_path] = source
     return Checked(config, _redact(dumped), sources, origins, list(file.warnings),
-                   deprecations(config), table)
+                   deprecations(config), table, _redacted_fates(file.fates, file.origins))
+
+
+def _redacted_fates(fates: list[KeyFate], origins: Mapping[KeyPath, str]) -> list[KeyFate]:
+    """``fates`` with the value of a key that set a secret (or is named like one) redacted."""
+    secrets = secret_paths()
+    secret_keys = {key for path, key in origins.items()
+                   if any(path[:len(s)] == s for s in secrets) or path in secrets}
+    return [KeyFate(f.key, REDACTED, f.status, f.detail)
+            if f.key in secret_keys or _SECRET_KEY.search(f.key) else f for f in fates]
+
+
+def _fate_lines(checked: Checked, origin: str) -> list[str]:
+    """The table of the file's keys: key, fate, value, and where it went or why."""
+    if not checked.fates:
+        return []
+    width = max(len(f.key) for f in checked.fates)
+    lines = [f"# keys of {origin} (Kafka Connect / Hudi names), each with its fate:"]
+    lines += [f"#   {f.key:<{width}}  {f.status:<8}  {json.dumps(f.value, ensure_ascii=False)}"
+              f"  {f.detail}" for f in checked.fates]
+    return lines
 
 
 def _key(text: str) -> str:
@@ -190,7 +215,8 @@ def render_yaml(checked: Checked, origin: str) -> str:
     config, data, sources = checked.config, checked.data, checked.sources
     lines = [f"# hudi-sink config check: {origin} is valid. Secrets are redacted; after each",
              "# value: where it came from (file, env, default)."]
-    lines += [f"# ignored: {warning}" for warning in checked.warnings]
+    fates = _fate_lines(checked, origin)
+    lines += fates or [f"# ignored: {warning}" for warning in checked.warnings]
     lines += [f"# deprecated: {note}" for note in checked.deprecated]
     lines += [f"# table: {checked.table}"] if checked.table else []
 
@@ -227,6 +253,8 @@ def render_json(checked: Checked) -> str:
         "sources": {".".join(path): source for path, source in checked.sources.items()},
         "properties_keys": {".".join(path): key for path, key in checked.origins.items()},
         "ignored": checked.warnings,
+        "keys": [{"key": f.key, "value": f.value, "fate": f.status, "detail": f.detail}
+                 for f in checked.fates],
         "deprecated": checked.deprecated,
         "table": checked.table,
         "topics": [config.control_topic, config.dlq_topic, config.deletion_topic,

@@ -86,7 +86,7 @@ def _committed(config: SinkConfig) -> tuple[int, int, str]:
         history = table_history(config.table.base_path)
     except ConfigError:
         return 0, 0, ""
-    commits = [h for h in history if h["state"] == "committed"]
+    commits = [h for h in history if h["kind"] == "commit" and h["state"] == "committed"]
     return (sum(c["records"] for c in commits), len(commits),
             commits[0]["offsets"] if commits else "")
 

@@ -1,26 +1,26 @@
 """``hudi-sink`` console script: argument parsing and wiring only.
 
-Exit codes: 0 clean stop, 1 runtime failure, 2 bad config or usage.
+Exit codes: 0 clean stop, 1 runtime failure, 2 bad config or usage; how a failure is told is
+``cli.failures``'.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from hudi_sink.cli.failures import format_even_if_invalid, report_failure
 from hudi_sink.shared.config.settings import SinkConfig, load_config
 from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.runtime.faults import Faults
-from hudi_sink.shared.runtime.logs import configure_logging, held_log_lines, set_log_format
+from hudi_sink.shared.runtime.logs import configure_logging, held_log_lines, set_log_format, set_log_service
 from hudi_sink.shared.runtime.runner import serve_service
 
 __all__ = ["main"]
-
-log = logging.getLogger("hudi_sink.cli")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -32,7 +32,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _load(path: str | None, admin_port: int | None = None) -> SinkConfig:
     overrides = {"admin": {"port": admin_port}} if admin_port is not None else None
-    with held_log_lines():  # the loader's warnings come out in the configured log.format
+    with held_log_lines(), format_even_if_invalid(path):  # warnings in the configured format
         config = load_config(path, overrides=overrides)
         set_log_format(config.log.format)
     return config
@@ -191,7 +191,7 @@ def _config_check(args: argparse.Namespace) -> int:
     resolved settings with secrets redacted, so a deployment can be checked before it runs."""
     from hudi_sink.cli.config_check import check_config, render_json, render_yaml
 
-    with held_log_lines():
+    with held_log_lines(), format_even_if_invalid(args.config):
         checked = check_config(args.config)
         set_log_format(checked.config.log.format)
     shown = render_json(checked) if args.json else render_yaml(checked, args.config)
@@ -320,24 +320,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if level not in LOG_LEVELS:  # a usage error (exit 2, one line), not logging's ValueError
         raise _usage(f"--log-level: unknown level {args.log_level!r}; "
                      f"valid levels: {', '.join(LOG_LEVELS)} (any case)")
-    configure_logging(level)
+    # HUDI_SINK__LOG__FORMAT applies from the first line, also to commands without a config
+    # (table, broker); a config file's log.format takes over once it is read.
+    configure_logging(level, "json" if os.environ.get("HUDI_SINK__LOG__FORMAT") == "json" else "text")
+    set_log_service(args.command)
     try:
         code = int(args.func(args))
-    except ConfigError as exc:
-        lines = exc.lines()
-        if len(lines) == 1:
-            print(f"hudi-sink: configuration error: {exc}", file=sys.stderr)
-        else:  # every problem, each naming its key, so one run shows all there is to fix
-            print(f"hudi-sink: configuration error: {len(lines)} problems", file=sys.stderr)
-            for line in lines:
-                print(f"  {line}", file=sys.stderr)
-        code = 2
     except KeyboardInterrupt:
         code = 0
-    except Exception as exc:  # noqa: BLE001 - last resort: a clear message and exit code 1
-        log.debug("failure", exc_info=True)
-        print(f"hudi-sink: error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        code = 1
+    except Exception as exc:  # noqa: BLE001 - every failure ends as one clear message and a code
+        code = report_failure(exc)
     return code
 
 

@@ -1,10 +1,11 @@
 """``hudi-sink table show|history|read``: look at a table the way a user would.
 
-``show`` and ``history`` read the timeline files (and the sink log for rolled-back
-instants); ``read`` goes through hudi-rs, an independent reader, so what it prints is what
-any Hudi reader sees. ``read --as-of T`` first checks that the table still holds ``T``'s
-history (``shared.hudi.time_travel``): before the cleaner's retained history it exits 2,
-where hudi-rs would silently return what is left.
+``show`` and ``history`` list every kind of instant — ingestion commits, clustering
+(replacecommit), cleans and archival — from the timeline, the archive, the clean records and
+the sink log (``cli.table_history``); ``read`` goes through hudi-rs, an independent reader,
+so what it prints is what any Hudi reader sees. ``read --as-of T`` first checks that the
+table still holds ``T``'s history (``shared.hudi.time_travel``): before the cleaner's
+retained history it exits 2, where hudi-rs would silently return what is left.
 
 A commit's ``records`` are the records it applied (inserts, updates, deletes); ``rows_written``
 counts the rows of the files it wrote, which include the rows a new slice of a file group
@@ -20,14 +21,20 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from hudi_sink.cli.table_history import commit_row, history_rows
 from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.hudi import layout
-from hudi_sink.shared.hudi.offsets import KAFKA_COMMIT_OFFSETS_KEY
-from hudi_sink.shared.hudi.sink_log import SinkLog
+from hudi_sink.shared.hudi.replace import ReplaceTimeline
 from hudi_sink.shared.hudi.table import HudiTable
 from hudi_sink.shared.hudi.time_travel import AsOf, AsOfError, resolve_as_of
-from hudi_sink.shared.schema.evolution import CHANGES_KEY
 from hudi_sink.shared.storage.backend import filesystem_for
+from hudi_sink.shared.storage.credentials import (
+    is_credentials_lookup_failure,
+    needs_metadata_service,
+    no_credentials,
+    probe_metadata_service,
+)
+from hudi_sink.shared.storage.object_store import MissingCredentialsError
 from hudi_sink.shared.storage.store_uri import is_object_store_uri, parse_store_uri, reader_storage_options
 
 __all__ = ["run_table", "table_summary", "table_history", "read_rows", "check_as_of"]
@@ -39,6 +46,7 @@ Options = Mapping[str, str] | None
 
 def _open(path: str, options: Options = None) -> HudiTable:
     path = _absolute(path)
+    _credentials_or_exit(path, options)
     table = HudiTable(filesystem_for(path, options), path)
     if not table.is_initialized():
         missing = f"{layout.METAFOLDER}/{layout.PROPERTIES_FILE}"
@@ -46,47 +54,37 @@ def _open(path: str, options: Options = None) -> HudiTable:
     return table
 
 
+def _credentials_or_exit(path: str, options: Options) -> None:
+    """An ``s3://`` table with nothing but the metadata service to give credentials: ask it
+    once, briefly, before any client does (object_store would retry it for a minute off
+    EC2); MissingCredentialsError (exit 2, one line) when it gives none."""
+    if not is_object_store_uri(path):
+        return
+    scheme = parse_store_uri(path).scheme
+    if needs_metadata_service(scheme, options or {}):
+        why = probe_metadata_service()
+        if why is not None:
+            raise MissingCredentialsError(no_credentials(path, options or {}, None, why))
+
+
 def _absolute(path: str) -> str:
     return path if "://" in path else os.path.abspath(path)
 
 
-def _commit_row(instant: str, metadata: dict[str, Any]) -> dict[str, Any]:
-    stats = [s for group in metadata.get("partitionToWriteStats", {}).values() for s in group]
-    extra = metadata.get("extraMetadata", {})
-    return {
-        "commit_time": instant,
-        "state": "committed",
-        "records": sum(int(s.get(k) or 0) for s in stats
-                       for k in ("numInserts", "numUpdateWrites", "numDeletes")),
-        "rows_written": sum(int(s.get("numWrites") or 0) for s in stats),
-        "files": len(stats),
-        "bytes": sum(int(s.get("fileSizeInBytes", 0)) for s in stats),
-        "offsets": extra.get(KAFKA_COMMIT_OFFSETS_KEY, ""),
-        "dlq": int(extra.get("hudi.sink.records.dlq", 0) or 0),
-        # Schema evolution: the columns this commit added or widened (none: no key).
-        **({"schema_changes": changes.split("; ")} if (changes := extra.get(CHANGES_KEY)) else {}),
-    }
-
-
-def table_history(path: str, options: Options = None) -> list[dict[str, Any]]:
-    table = _open(path, options)
-    log_state = SinkLog(table.fs, table.base_path).read_state()
-    rows: dict[str, dict[str, Any]] = {}
-    for instant in table.completed_commits():
-        rows[instant] = _commit_row(instant, table.read_commit_metadata(instant))
-    for instant in table.pending_instants():
-        rows[instant] = {"commit_time": instant, "state": "inflight"}
-    for instant, entry in log_state.decisions.items():
-        if instant not in rows and entry.kind.value == "abort":
-            rows[instant] = {"commit_time": instant, "state": "rolled_back", "reason": entry.reason}
-    return [rows[k] for k in sorted(rows, reverse=True)]
+def table_history(path: str, options: Options = None, limit: int | None = None
+                  ) -> list[dict[str, Any]]:
+    """Every instant of the table by kind (``cli.table_history``), newest first."""
+    return history_rows(_open(path, options), limit)
 
 
 def table_summary(path: str, limit: int = 20, options: Options = None) -> dict[str, Any]:
+    """The table's properties, its ingestion commits on the active timeline (count, records,
+    latest offsets) and the ``limit`` newest history rows of every kind."""
     table = _open(path, options)
     props = table.read_properties()
-    history = table_history(table.base_path, options)
-    commits = [h for h in history if h["state"] == "committed"]
+    commits = [commit_row(table.read_commit_metadata(t)) | {"commit_time": t}
+               for t in reversed(table.completed_commits())]
+    archived = sum(1 for i in ReplaceTimeline(table).archived() if i.action == layout.COMMIT_ACTION)
     return {
         "base_path": path,
         "table_name": props.get("hoodie.table.name"),
@@ -95,10 +93,11 @@ def table_summary(path: str, limit: int = 20, options: Options = None) -> dict[s
         "record_key": props.get("hoodie.table.recordkey.fields"),
         "partition_fields": props.get("hoodie.table.partition.fields", ""),
         "commits": len(commits),
+        "archived_commits": archived,
         "total_records": sum(c["records"] for c in commits),
         "latest_commit": commits[0]["commit_time"] if commits else None,
         "latest_offsets": commits[0]["offsets"] if commits else "",
-        "recent": history[:limit],
+        "recent": history_rows(table, limit),
     }
 
 
@@ -132,14 +131,20 @@ def _read(path: str, as_of: str | None, options: Options) -> Any:
     from hudi import HudiReadOptions, HudiTableBuilder
 
     builder = HudiTableBuilder.from_base_uri(_absolute(path))
+    _credentials_or_exit(path, options)
     if is_object_store_uri(path):
         scheme = parse_store_uri(path).scheme
         builder = builder.with_storage_options(reader_storage_options(scheme, options or {}, os.environ))
-    hudi_table = builder.build()
     read_options = HudiReadOptions()
     if as_of:
         read_options = read_options.with_as_of_timestamp(as_of)
-    batches = hudi_table.read(read_options)
+    try:
+        batches = builder.build().read(read_options)
+    except Exception as exc:  # noqa: BLE001 - hudi-rs raises its own types, with a debug dump
+        if is_credentials_lookup_failure(str(exc)):
+            raise MissingCredentialsError(no_credentials(
+                _absolute(path), options or {}, None, str(exc))) from exc
+        raise
     if not batches:
         return pa.table({})
     return pa.Table.from_batches(batches)
@@ -160,12 +165,14 @@ def run_table(action: str, path: str, *, as_json: bool, limit: int, as_of: str |
               f" at {path}")
         print(f"record key {summary['record_key']}; partitioned by "
               f"{summary['partition_fields'] or '(none)'}")
-        print(f"{summary['commits']} commits, {summary['total_records']} records; latest "
-              f"{summary['latest_commit']} offsets {summary['latest_offsets'] or '-'}")
+        archived = (f" (and {summary['archived_commits']} archived)"
+                    if summary["archived_commits"] else "")
+        print(f"{summary['commits']} commits{archived}, {summary['total_records']} records; "
+              f"latest {summary['latest_commit']} offsets {summary['latest_offsets'] or '-'}")
         _print_history(summary["recent"])
         return 0
     if action == "history":
-        history = table_history(path, options)[:limit]
+        history = table_history(path, options, limit)
         if as_json:
             _print(history)
         else:
@@ -195,9 +202,12 @@ def run_table(action: str, path: str, *, as_json: bool, limit: int, as_of: str |
 
 
 def _print_history(history: list[dict[str, Any]]) -> None:
-    print(f"{'commit_time':<18} {'state':<12} {'records':>9} {'files':>6}  offsets")
+    """As Hudi's ``commits show``: every kind of instant, its action in the ``kind`` column."""
+    print(f"{'commit_time':<18} {'kind':<13} {'state':<12} {'records':>9} {'files':>6}  "
+          "offsets / detail")
     for h in history:
-        print(f"{h['commit_time']:<18} {h['state']:<12} {h.get('records', ''):>9} "
-              f"{h.get('files', ''):>6}  {h.get('offsets', h.get('reason', ''))}")
+        print(f"{h['commit_time']:<18} {h['kind']:<13} {h['state']:<12} "
+              f"{h.get('records', ''):>9} {h.get('files', ''):>6}  "
+              f"{h.get('offsets') or h.get('detail') or h.get('reason', '')}")
         if h.get("schema_changes"):
             print(f"{'':<18} schema: {'; '.join(h['schema_changes'])}")

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+import spark_cds
 from kafka_cluster import KafkaCluster
 from s3_server import MotoS3
 
@@ -34,6 +35,8 @@ by the caller wins."""
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("JAVA_TOOL_OPTIONS", TEST_JVM_OPTIONS)
+    if "SPARK_SUBMIT_OPTS" not in os.environ:  # workers inherit the controller's value
+        os.environ["SPARK_SUBMIT_OPTS"] = spark_cds.driver_options()
     config.addinivalue_line(
         "markers", "kafka: runs against Apache Kafka (KRaft, from Maven Central), not the "
         "embedded broker")

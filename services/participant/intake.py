@@ -29,6 +29,7 @@ from hudi_sink.services.participant.runtime import Runtime
 from hudi_sink.services.participant.transaction import PendingBuffer, TransactionParticipant
 from hudi_sink.shared.kafka.partition_key import PartitionKey
 from hudi_sink.shared.kafka.protocol import TopicPartition
+from hudi_sink.shared.runtime.logs import log_context
 from hudi_sink.shared.runtime.states import PartitionPhase
 
 __all__ = ["Intake", "RebalanceSignal", "SchemaFetches"]
@@ -109,7 +110,8 @@ class Intake:
                 if state.phase is PartitionPhase.FAILED and state.gave_up is None:
                     consumer.pause(ktp)
                     metrics.partition_failed(ktp.topic, ktp.partition, True)
-                    log.error("partition failed (errors.tolerance=fail): %s", state.failure)
+                    log.error("partition failed (errors.tolerance=fail): %s", state.failure,
+                              extra={"topic": state.topic, "partition": state.partition})
                     if state.drain_started is not None:  # END already asked: report now
                         self.begin_report(state)
                 if state.should_flush():
@@ -248,7 +250,12 @@ class Intake:
     async def _flush(self, state: TransactionParticipant, buffer: PendingBuffer) -> None:
         """Write one buffer (``Flusher``) and record the outcome on the partition. A flush
         that failed for good makes the partition give the instant up: reporting its offsets
-        anyway would commit offsets no file holds; the next instant re-reads the records."""
+        anyway would commit offsets no file holds; the next instant re-reads the records.
+        Its log lines (and its worker threads') name the partition and instant in JSON."""
+        with log_context(topic=state.topic, partition=state.partition, instant=buffer.instant):
+            await self._flush_in_context(state, buffer)
+
+    async def _flush_in_context(self, state: TransactionParticipant, buffer: PendingBuffer) -> None:
         result = await self._flusher.flush(state, buffer)
         if result.failure is not None:
             log.error("%s; the partition reports nothing of this instant and writes it again "
@@ -296,4 +303,5 @@ class Intake:
         self._start_flush(state, final=True)
         if state.flushes:
             await asyncio.gather(*list(state.flushes), return_exceptions=True)
-        await self._reporter.send_status(state, instant)
+        with log_context(topic=state.topic, partition=state.partition, instant=instant):
+            await self._reporter.send_status(state, instant)

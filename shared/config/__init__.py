@@ -1,3 +1,3 @@
 """Configuration: the settings model every service receives (settings, sections,
-maintenance), reading files (files, seed, java_properties).
+maintenance), reading files (files, seed, connector_keys, key_values, java_properties).
 """

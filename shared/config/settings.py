@@ -373,6 +373,7 @@ def load_config(
     file = read_config_file(path)
     for warning in file.warnings if log_notes else ():
         log.warning("%s: %s", path, warning)
+    file.check_schema_source(os.environ if environ is None else environ, overrides)
     try:
         return config_from_mapping(file.data, base_dir=file.base_dir, environ=environ,
                                    overrides=overrides, log_notes=log_notes)

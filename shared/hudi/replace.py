@@ -234,6 +234,30 @@ class ReplaceTimeline:
         self.fs.delete(self.clean_path(instant))
 
     # --- archival ---------------------------------------------------------------------------
+    def archived(self) -> list[Instant]:
+        """Completed commit and replacecommit instants moved to ``.hoodie/.sink/archived/``,
+        oldest first (one listing; an instant half-way through :meth:`archive` is on both)."""
+        archive_dir = ensure_inside(self.table.base_path, layout.SINK_ARCHIVE_DIR)
+        found = [instant for info in self.fs.list_dir(archive_dir)
+                 if not info.is_dir and (instant := layout.parse_timeline_file(info.name))
+                 is not None and instant.state is InstantState.COMPLETED]
+        return sorted(found, key=lambda i: instant_key(i.time))
+
+    def read_archived(self, instant: Instant) -> dict[str, Any]:
+        """The metadata of an archived completed instant (its file is kept unchanged)."""
+        suffix = (_SUFFIX if instant.action == layout.REPLACE_ACTION else _COMMIT_SUFFIX)[
+            InstantState.COMPLETED]
+        path = ensure_inside(self.table.base_path,
+                             f"{layout.SINK_ARCHIVE_DIR}/{instant.time}.{suffix}")
+        try:
+            data = orjson.loads(self.fs.read_bytes(path))
+        except (FileNotFoundError, orjson.JSONDecodeError) as exc:
+            raise TableFormatError(f"archived {instant.action} {instant.time} unreadable: "
+                                   f"{exc}") from None
+        if not isinstance(data, dict):
+            raise TableFormatError(f"archived {instant.action} {instant.time} is not a JSON object")
+        return data
+
     def archive(self, instant: Instant) -> None:
         """Move a completed instant's timeline files to ``.hoodie/.sink/archived/``: copies
         first, then the requested and inflight files, the completed file last (a crash leaves

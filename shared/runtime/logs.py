@@ -2,7 +2,12 @@
 
 JSON is one object per line (``time``, ``level``, ``logger``, ``message``, ``exception`` when
 there is one): a collector (Fluent Bit, Vector, Loki …) keeps a traceback with its message
-instead of splitting it into unrelated lines, and needs no regex per service.
+instead of splitting it into unrelated lines, and needs no regex per service. Context a
+collector would otherwise parse out of the message is a field of its own: ``service`` (the
+command the process runs: ``coordinator``, ``participant`` … :func:`set_log_service`) on every
+line, and ``partition``/``topic``/``instant`` where the line is about one — given by
+:func:`log_context` to everything logged inside it (asyncio tasks and worker threads started
+there inherit it), or per call as ``extra={"partition": …}``.
 
 The format is part of the config, which is only known once the file is read; the lines logged
 while it is read (a ``.properties`` file's ignored keys) are held and written after, so they
@@ -12,18 +17,49 @@ come out in the configured format too (:func:`held_log_lines`).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Literal
 
-__all__ = ["JsonFormatter", "configure_logging", "set_log_format", "held_log_lines", "LogFormat"]
+__all__ = ["JsonFormatter", "configure_logging", "set_log_format", "held_log_lines", "LogFormat",
+           "log_context", "set_log_service", "log_format", "CONTEXT_FIELDS"]
 
 LogFormat = Literal["text", "json"]
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _HANDLER_NAME = "hudi-sink"
+
+CONTEXT_FIELDS = ("partition", "topic", "instant")
+"""Context a line may carry (from :func:`log_context` or ``extra=``), as JSON fields."""
+
+_HELD_CONTEXT = "hudi_sink_held_context"
+"""A held record's context, kept from when it was logged (:func:`held_log_lines`)."""
+_context: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "hudi_sink_log_context", default=None)
+_service = ""
+
+
+def set_log_service(name: str) -> None:
+    """Name the process's service (the command it runs) on every JSON line."""
+    global _service
+    _service = name
+
+
+@contextlib.contextmanager
+def log_context(**fields: object) -> Iterator[None]:
+    """Lines logged inside (and in tasks and threads started inside) carry ``fields``
+    (:data:`CONTEXT_FIELDS`, as text) in JSON."""
+    unknown = set(fields) - set(CONTEXT_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown log context field(s): {sorted(unknown)}")
+    token = _context.set({**(_context.get() or {}), **{k: str(v) for k, v in fields.items()}})
+    try:
+        yield
+    finally:
+        _context.reset(token)
 
 
 class JsonFormatter(logging.Formatter):
@@ -36,6 +72,13 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        if _service:
+            entry["service"] = _service
+        entry.update(getattr(record, _HELD_CONTEXT, None) or _context.get() or {})
+        for name in CONTEXT_FIELDS:  # extra= on the call wins over the surrounding context
+            value = getattr(record, name, None)
+            if value is not None:
+                entry[name] = str(value)
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         elif record.exc_text:
@@ -74,6 +117,12 @@ def set_log_format(fmt: LogFormat) -> None:
         handler.setFormatter(_formatter(fmt))
 
 
+def log_format() -> LogFormat:
+    """The format the process's own handler writes (``text`` when it has none)."""
+    handler = _ours()
+    return "json" if handler is not None and isinstance(handler.formatter, JsonFormatter) else "text"
+
+
 @contextlib.contextmanager
 def held_log_lines() -> Iterator[None]:
     """Hold what is logged inside (while the config, and so the format, is read) and write it
@@ -85,6 +134,7 @@ def held_log_lines() -> Iterator[None]:
     held: list[logging.LogRecord] = []
 
     def hold(record: logging.LogRecord) -> bool:
+        setattr(record, _HELD_CONTEXT, _context.get())
         held.append(record)
         return False
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.hudi import layout
+from hudi_sink.shared.storage.credentials import half_pair
 from hudi_sink.shared.storage.fs import FileSystem, LocalFileSystem
 from hudi_sink.shared.storage.fs import filesystem_for as local_filesystem_for
 from hudi_sink.shared.storage.object_store import ObjectStoreFileSystem
@@ -87,7 +88,12 @@ def filesystem_for(base_path: str, storage_options: Mapping[str, str] | None = N
         return ObjectStoreFileSystem(base_path, storage_options)
     except ValueError as exc:
         raise ConfigError(str(exc), "table.base_path") from None
+    except ConfigError:  # an AWS profile named but unusable (shared.storage.credentials)
+        raise
     except Exception as exc:  # noqa: BLE001 - obstore raises its own types for bad options
+        half = half_pair(storage_options or {})
+        if half is not None:
+            raise ConfigError(f"{base_path}: {half}") from None
         # object_store's message may quote the refused value (a secret, say): name only
         # the keys that were given and the kind of error.
         keys = ", ".join(sorted(storage_options or {})) or "none"

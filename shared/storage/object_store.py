@@ -44,7 +44,10 @@ multipart upload *starts* (``FileInfo.mtime_is_write_start``).
 Credentials: ``object_store`` reads the standard environment variables (``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``, ``AWS_ENDPOINT_URL``,
 ``AWS_ALLOW_HTTP``; ``GOOGLE_*``, ``AZURE_*``), and ``table.storage_options`` (the same key
-names, lower case, as hudi-rs takes them) override them. Nothing here logs an option value.
+names, lower case, as hudi-rs takes them) override them; an AWS profile (``~/.aws``) fills in
+where neither gives keys (``shared.storage.credentials``, which also words the error when
+nothing did). Nothing here logs an option value, and errors carry object_store's summary line,
+not its multi-line debug dump.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from typing import Any, BinaryIO, TypeVar, cast
 import obstore
 from obstore.exceptions import AlreadyExistsError, BaseError
 
+from hudi_sink.shared.storage.credentials import is_credentials_lookup_failure, no_credentials
 from hudi_sink.shared.storage.fs import FileInfo
 from hudi_sink.shared.storage.store_uri import (
     open_store,
@@ -75,23 +79,46 @@ class StorageError(OSError):
     any ``OSError``, which callers retry or report — never a bug in our code."""
 
 
+class MissingCredentialsError(StorageError):
+    """Nothing provided credentials for the store (``shared.storage.credentials``): the message
+    is one line naming what is missing. Still an ``OSError``: on a host whose metadata service
+    failed for a moment a running service retries it like any outage; a command exits 2."""
+
+
+_DEBUG_DUMP = "\n\nDebug source:"
+"""Where object_store's message turns into a multi-line Rust ``Debug`` dump of the error."""
+
+
+def storage_error(exc: BaseError, root: str, options: Mapping[str, str] | None) -> StorageError:
+    """obstore's error as a :class:`StorageError` whose message is its summary (the dump stays
+    on ``__cause__`` for a debug log); a failed credentials lookup as
+    :class:`MissingCredentialsError`."""
+    text = str(exc)
+    summary = text.split(_DEBUG_DUMP, 1)[0].strip()
+    if is_credentials_lookup_failure(text):
+        return MissingCredentialsError(no_credentials(root, options or {}, None, summary))
+    return StorageError(f"{type(exc).__name__}: {summary}")
+
+
 def _storage_errors(call: Callable[..., _R]) -> Callable[..., _R]:
-    """Re-raise obstore's own errors (not ``OSError`` subclasses) as :class:`StorageError`,
-    so every caller's ``except OSError`` handles a store outage like a disk error."""
+    """Re-raise obstore's own errors (not ``OSError`` subclasses) as :class:`StorageError`
+    (:func:`storage_error`), so every caller's ``except OSError`` handles a store outage like
+    a disk error."""
 
     @functools.wraps(call)
-    def wrapped(*args: Any, **kwargs: Any) -> _R:
+    def wrapped(self: ObjectStoreFileSystem, *args: Any, **kwargs: Any) -> _R:
         try:
-            return call(*args, **kwargs)
+            return call(self, *args, **kwargs)
         except AlreadyExistsError:
             raise
         except BaseError as exc:
-            raise StorageError(f"{type(exc).__name__}: {exc}") from exc
+            raise self.error(exc) from exc
 
     return wrapped
 
 
-__all__ = ["COPY_LIMIT", "StorageError", "ObjectStoreFileSystem"]
+__all__ = ["COPY_LIMIT", "StorageError", "MissingCredentialsError", "ObjectStoreFileSystem",
+           "storage_error"]
 
 _DELETE_BATCH = 1000
 """Keys per DeleteObjects request (S3's maximum)."""
@@ -121,7 +148,12 @@ class ObjectStoreFileSystem:
         self.location = parse_store_uri(uri)
         self._root = self.location.root
         self._store = store if store is not None else open_store(self.location, storage_options or {})
+        self._options = dict(storage_options or {})
         self.copy_limit = copy_limit
+
+    def error(self, exc: BaseError) -> StorageError:
+        """obstore's ``exc`` as raised to callers (:func:`storage_error`)."""
+        return storage_error(exc, self._root, self._options)
 
     def __repr__(self) -> str:  # never the options: they may hold credentials
         return f"ObjectStoreFileSystem({self._root!r})"
@@ -197,7 +229,7 @@ class ObjectStoreFileSystem:
         try:
             chunks = list(obstore.list(self._store, f"{key}/" if key else None, chunk_size=1000))
         except BaseError as exc:
-            raise StorageError(f"{type(exc).__name__}: {exc}") from exc
+            raise self.error(exc) from exc
         for chunk in chunks:
             for meta in chunk:
                 relative = meta["path"][len(key) + 1:] if key else meta["path"]
@@ -220,7 +252,7 @@ class ObjectStoreFileSystem:
         if size is None:
             raise FileNotFoundError(2, "no such object", path)
         return cast(BinaryIO, _RangedReader(obstore.open_reader(self._store, key,
-                                                                size=int(size["size"]))))
+                                                                size=int(size["size"])), self.error))
 
     @_storage_errors
     def create_exclusive(self, path: str, data: bytes) -> bool:
@@ -320,9 +352,10 @@ class _RangedReader(io.RawIOBase):
     """obstore's buffered reader as a standard binary file (pyarrow wants ``closed``,
     ``readinto``): ranged GETs of ``buffer_size`` bytes, nothing more held in memory."""
 
-    def __init__(self, reader: Any) -> None:
+    def __init__(self, reader: Any, error: Callable[[BaseError], StorageError]) -> None:
         super().__init__()
         self._reader = reader
+        self._error = error
 
     def readable(self) -> bool:
         return True
@@ -340,7 +373,7 @@ class _RangedReader(io.RawIOBase):
         try:
             data = self._reader.read(len(buffer))
         except BaseError as exc:
-            raise StorageError(f"{type(exc).__name__}: {exc}") from exc
+            raise self._error(exc) from exc
         count = len(data)
         memoryview(buffer).cast("B")[:count] = memoryview(data)
         return count

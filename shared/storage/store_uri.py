@@ -12,6 +12,8 @@ from typing import Any
 
 from obstore.store import from_url
 
+from hudi_sink.shared.storage.credentials import resolve_options
+
 __all__ = [
     "OBJECT_STORE_SCHEMES",
     "StoreLocation",
@@ -100,14 +102,18 @@ def split_storage_options(scheme: str, options: Mapping[str, str]
 def reader_storage_options(scheme: str, options: Mapping[str, str],
                            environ: Mapping[str, str]) -> dict[str, str]:
     """Options for hudi-rs: the scheme's environment variables (lower-cased, as object_store
-    reads them) overridden by ``table.storage_options`` — what the sink itself uses."""
+    reads them) overridden by ``table.storage_options``, then an AWS profile's credentials
+    where neither gives any (``shared.storage.credentials``) — what the sink itself uses."""
     env_prefix = _ENV_PREFIX[scheme]
     merged = {k.lower(): v for k, v in environ.items() if k.startswith(env_prefix)}
-    merged.update({k.lower(): str(v) for k, v in options.items()})
+    merged.update(resolve_options(scheme, options, environ))
     return merged
 
 
 def open_store(location: StoreLocation, options: Mapping[str, str]) -> Any:
+    """The obstore store of ``location``: ``options`` completed with the credentials
+    ``shared.storage.credentials`` resolves (object_store reads the environment itself)."""
+    options = resolve_options(location.scheme, options)
     config, client = split_storage_options(location.scheme, options)
     make: Any = from_url  # its overloads type each scheme's config; ours is checked at runtime
     return make(location.root, config=config or None, client_options=client or None)

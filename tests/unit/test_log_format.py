@@ -9,12 +9,13 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from hudi_sink.shared.config.settings import SinkConfig, load_config
-from hudi_sink.shared.runtime.logs import JsonFormatter
+from hudi_sink.shared.runtime.logs import JsonFormatter, held_log_lines, log_context, set_log_service
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,5 +79,71 @@ def test_a_service_logs_one_json_object_per_line(tmp_path: Path, where: str) -> 
     assert all(isinstance(entry, dict) for entry in entries)
     assert all(set(entry) >= {"time", "level", "logger", "message"} for entry in entries)
     messages = [entry["message"] for entry in entries]
-    assert any("tasks.max is ignored" in message for message in messages), messages
+    assert sum("tasks.max is ignored" in message for message in messages) == 1, messages
     assert any("not reachable" in message for message in messages), messages
+    assert {entry.get("service") for entry in entries} == {"coordinator"}, entries
+
+
+def _json_lines(logger: logging.Logger, log: Callable[[], object]) -> list[dict[str, str]]:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    try:
+        log()
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = True
+        logger.setLevel(logging.NOTSET)
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_service_and_partition_context_are_fields(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service on every line; a partition's topic, partition and instant on the lines
+    logged inside its context, also from a task and a worker thread started there; extra=
+    on the call wins."""
+    import asyncio
+
+    logger = logging.getLogger("hudi_sink.participant.test_log_format")
+    monkeypatch.setattr("hudi_sink.shared.runtime.logs._service", "")
+    set_log_service("participant")
+
+    async def partition_work() -> None:
+        with log_context(topic="orders", partition=3, instant="20260101000000001"):
+            logger.info("flush started")
+            await asyncio.create_task(asyncio.to_thread(logger.info, "in a worker thread"))
+            logger.error("failed", extra={"partition": 4})
+        logger.info("outside")
+
+    entries = _json_lines(logger, lambda: asyncio.run(partition_work()))
+    assert [e["message"] for e in entries] == ["flush started", "in a worker thread", "failed",
+                                               "outside"]
+    assert all(e["service"] == "participant" for e in entries)
+    context = {"topic": "orders", "partition": "3", "instant": "20260101000000001"}
+    assert all(entries[i].items() >= context.items() for i in (0, 1))
+    assert entries[2]["partition"] == "4" and entries[2]["topic"] == "orders"
+    assert not {"topic", "partition", "instant"} & set(entries[3])
+    with pytest.raises(ValueError, match="unknown log context"):
+        with log_context(member="m-1"):
+            pass
+
+
+def test_a_held_line_keeps_the_context_it_was_logged_in() -> None:
+    from hudi_sink.shared.runtime.logs import configure_logging
+
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    root.handlers.clear()
+    stream = io.StringIO()
+    try:
+        configure_logging("INFO", "json")
+        root.handlers[0].setStream(stream)  # type: ignore[attr-defined]
+        with held_log_lines():
+            with log_context(partition=7):
+                logging.getLogger("hudi_sink.test").warning("held")
+        assert json.loads(stream.getvalue())["partition"] == "7"
+    finally:
+        root.handlers.clear()
+        root.handlers.extend(saved)
