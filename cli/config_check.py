@@ -13,10 +13,13 @@ mapped (onto which key), honoured, ignored (why) — so a migrating team sees wh
 each setting (a refused key fails the check, exit 2, with the reason).
 
 The output is the resolved configuration as YAML, each value followed by where it came from
-(``file``, ``env`` or ``default``), with secrets redacted: fields declared ``repr=False`` in
-``shared.config.settings`` (``admin.token``, ``kafka.sasl_plain_password``) and, inside free-form maps
-such as ``spark.conf`` and ``table.storage_options``, entries whose key looks like a credential
-(``aws_secret_access_key``, ``aws_session_token``, ``azure_storage_account_key`` …). A
+(``file``, ``env`` or ``default``), with secrets redacted by ``shared.redaction`` (the rules
+every log line follows too): fields declared ``repr=False`` in ``shared.config.settings``
+(``admin.token``, ``kafka.sasl_plain_password``, ``avro.registry_password``), and anywhere —
+sections and free-form maps such as ``spark.conf`` and ``table.storage_options`` — entries
+whose key looks like a credential (``aws_secret_access_key``, ``azure_storage_master_key``,
+``fs.s3a.encryption.key``, ``sas_token`` …), plus the password and secret parameters inside
+URLs (``https://user:***@registry``, ``sc://host:15002/;token=***``, ``?…&sig=***``). A
 redacted value that is set shows as ``<redacted>``; an unset one stays ``null``, so an operator
 can still see whether the token reached the pod.
 
@@ -46,22 +49,16 @@ from hudi_sink.cli.table_check import check_table
 from hudi_sink.shared.config.deprecated import DEPRECATED_KEYS, deprecations
 
 # The loader's own environment parsing, so "env" is attributed exactly as the loader applied it.
-from hudi_sink.shared.config.environment import env_overrides
+from hudi_sink.shared.config.environment import deep_merge, env_overrides
+from hudi_sink.shared.config.errors_section import nest_dotted
 from hudi_sink.shared.config.files import read_config_file
+from hudi_sink.shared.config.kafka_security import offline_notes
 from hudi_sink.shared.config.seed import KeyFate
 from hudi_sink.shared.config.settings import SinkConfig, load_config
 from hudi_sink.shared.errors import ConfigError
+from hudi_sink.shared.redaction import REDACTED, redact_value
 
-__all__ = ["Checked", "check_config", "render_yaml", "render_json", "REDACTED", "secret_paths"]
-
-REDACTED = "<redacted>"
-
-_SECRET_KEY = re.compile(
-    r"pass(word|wd)?|secret|token|credential|private[._-]?key|access[._-]?key|sasl[._-]?jaas"
-    r"|account[._-]?key|sas[._-]?key|customer[._-]?key|proxy[._-]?url",
-    re.IGNORECASE,
-)
-"""Keys inside free-form maps (``spark.conf``, storage options) whose values are credentials."""
+__all__ = ["Checked", "check_config", "render_yaml", "render_json", "secret_paths"]
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -102,36 +99,20 @@ def _has(nested: Mapping[str, Any], path: KeyPath) -> bool:
 
 
 def _redact(data: dict[str, Any]) -> dict[str, Any]:
+    """Fields declared secret show as ``<redacted>`` whatever their name; every other leaf,
+    in a section or a free-form map, by ``shared.redaction`` (its key, URLs in its value)."""
     secrets = secret_paths()
 
-    def walk(node: Any, path: KeyPath, in_free_map: bool) -> Any:
+    def walk(node: Any, path: KeyPath) -> Any:
+        if isinstance(node, Mapping):  # a section, or a map (spark.conf, storage_options)
+            return {key: walk(value, (*path, key)) for key, value in node.items()}
         if path in secrets:
-            if isinstance(node, Mapping):  # a secret map (table.storage_options): judge each key
-                return {key: walk(value, (*path, key), True) for key, value in node.items()}
             return REDACTED if node is not None else None
-        if isinstance(node, Mapping):
-            # A dict that is not a config section (spark.conf …) is free-form: judge its keys.
-            free = in_free_map or (path != () and not _is_section(path))
-            return {key: walk(value, (*path, key), free) for key, value in node.items()}
-        if in_free_map and path and _SECRET_KEY.search(path[-1]) and node is not None:
-            return REDACTED
-        return node
+        if isinstance(node, list):  # kafka.topics …: each item judged under the list's key
+            return [redact_value(path[-1], item) for item in node]
+        return redact_value(path[-1], node) if path else node
 
-    return dict(walk(data, (), False))
-
-
-def _is_section(path: KeyPath) -> bool:
-    model: type[BaseModel] = SinkConfig
-    for part in path:
-        fields = {(f.alias or n): f for n, f in model.model_fields.items()}
-        field = fields.get(part)
-        if field is None:
-            return False
-        annotation = field.annotation
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            return False
-        model = annotation
-    return True
+    return dict(walk(data, ()))
 
 
 @dataclass(frozen=True)
@@ -153,18 +134,26 @@ class Checked:
     """What was found at ``table.base_path`` (``cli.table_check``)."""
     fates: list[KeyFate] = dc_field(default_factory=list)
     """A file of Connect / Hudi keys: each key with its fate, secret values redacted."""
+    offline: list[str] = dc_field(default_factory=list)
+    """With ``--offline``: each file or package key that was not checked."""
 
 
-def check_config(path: str | Path, environ: Mapping[str, str] | None = None) -> Checked:
+def check_config(path: str | Path, environ: Mapping[str, str] | None = None, *,
+                 offline: bool = False) -> Checked:
     """Load ``path`` as a service would; return the config, its redacted dump and each leaf's
-    source. Raises ``ConfigError`` (exit 2 naming the key) exactly where a service would."""
+    source. Raises ``ConfigError`` (exit 2 naming the key) exactly where a service would.
+    ``offline``: files and packages only the sink's machine has are not checked, and the
+    result's ``offline`` lists each such key."""
     env = dict(os.environ if environ is None else environ)
-    config = load_config(path, environ=env, log_notes=False)  # the output lists them, once
+    # log_notes=False: the output lists them, once
+    config = load_config(path, environ=env, log_notes=False, offline=offline)
     problems, table = check_table(config)  # the table it names, read-only, as a service checks it
     if problems:
         raise ConfigError(problems[0][1], problems[0][0], problems=problems)
     file = read_config_file(path)
     file_data = file.data
+    if isinstance(file_data.get("errors"), Mapping):  # Connect's dotted names, as the model reads them
+        file_data = {**file_data, "errors": nest_dotted(file_data["errors"])}
     env_data = env_overrides(env)
     dumped = config.model_dump(mode="json", by_alias=True)
     sources: dict[KeyPath, str] = {}
@@ -181,17 +170,21 @@ def check_config(path: str | Path, environ: Mapping[str, str] | None = None) -> 
         for data, source in ((env_data, "env"), (file_data, "file")):
             if sources.get(new_path) == "default" and _has(data, old_path):
                 sources[new_path] = source
+    skipped = offline_notes(deep_merge(dict(file_data), env_data)) if offline else []
     return Checked(config, _redact(dumped), sources, origins, list(file.warnings),
-                   deprecations(config), table, _redacted_fates(file.fates, file.origins))
+                   deprecations(config), table, _redacted_fates(file.fates, file.origins),
+                   skipped)
 
 
 def _redacted_fates(fates: list[KeyFate], origins: Mapping[KeyPath, str]) -> list[KeyFate]:
-    """``fates`` with the value of a key that set a secret (or is named like one) redacted."""
+    """``fates`` with the value of a key that set a secret (or is named like one) redacted,
+    and credentials inside the other values (a registry URL's password) masked."""
     secrets = secret_paths()
     secret_keys = {key for path, key in origins.items()
                    if any(path[:len(s)] == s for s in secrets) or path in secrets}
-    return [KeyFate(f.key, REDACTED, f.status, f.detail)
-            if f.key in secret_keys or _SECRET_KEY.search(f.key) else f for f in fates]
+    return [KeyFate(f.key, REDACTED, f.status, f.detail) if f.key in secret_keys
+            else KeyFate(f.key, str(redact_value(f.key, f.value)), f.status, f.detail)
+            for f in fates]
 
 
 def _fate_lines(checked: Checked, origin: str) -> list[str]:
@@ -219,6 +212,7 @@ def render_yaml(checked: Checked, origin: str) -> str:
     lines += fates or [f"# ignored: {warning}" for warning in checked.warnings]
     lines += [f"# deprecated: {note}" for note in checked.deprecated]
     lines += [f"# table: {checked.table}"] if checked.table else []
+    lines += [f"# offline: {note}" for note in checked.offline]
 
     def walk(node: Mapping[str, Any], path: KeyPath, depth: int) -> None:
         for key, value in node.items():
@@ -257,6 +251,7 @@ def render_json(checked: Checked) -> str:
                  for f in checked.fates],
         "deprecated": checked.deprecated,
         "table": checked.table,
+        "offline": checked.offline,
         "topics": [config.control_topic, config.dlq_topic, config.deletion_topic,
                    config.deletion_retry_topic, config.deletion_dlq_topic],
         "groups": [config.participants_group, config.coordinator_group, config.deleter_group],

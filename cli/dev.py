@@ -95,8 +95,12 @@ def dev_admin(admin: Any) -> dict[str, Any]:
     """The admin section dev runs with. dev runs on one trusted machine, so its admin
     endpoints (POST /transactions/commit …) take requests without a token unless the given
     config says otherwise; a token, when set, is still required. A deployment sets
-    admin.token instead (shared/runtime/admin.py refuses unauthenticated POSTs by default)."""
-    return {"allow_unauthenticated": True, **dict(admin or {})}
+    admin.token instead (shared/runtime/admin.py refuses unauthenticated POSTs by default).
+
+    They listen on 127.0.0.1 unless the config names a host: open POSTs must not be open to
+    the network, and a loopback port also refuses requests for other host names (browser
+    pages re-pointing their name at 127.0.0.1, ``shared.runtime.same_origin``)."""
+    return {"host": "127.0.0.1", "allow_unauthenticated": True, **dict(admin or {})}
 
 
 def run_dev(config_path: str | None, records: int, until_done: bool = False) -> int:

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 
 from hudi_sink.shared.config.files import read_config_file
 from hudi_sink.shared.errors import ConfigError
+from hudi_sink.shared.redaction import redact_text
 from hudi_sink.shared.runtime.logs import log_format, set_log_format
 from hudi_sink.shared.storage.object_store import MissingCredentialsError
 
@@ -44,13 +45,14 @@ def format_even_if_invalid(path: str | None) -> Iterator[None]:
 
 
 def error_lines(lines: Sequence[str]) -> None:
-    """``lines`` on stderr: plain, or with ``log.format: json`` one JSON log object each."""
+    """``lines`` on stderr: plain, or with ``log.format: json`` one JSON log object each;
+    credentials masked either way (``shared.redaction``)."""
     if log_format() == "json":
         for line in lines:
             log.error("%s", line.removeprefix("hudi-sink: ").strip())
         return
-    for line in lines:
-        sys.stderr.write(f"{line}\n")
+    for line in lines:  # redacted as log lines are (a bad value may hold a credential)
+        sys.stderr.write(f"{redact_text(line)}\n")
 
 
 def report_failure(exc: Exception) -> int:

@@ -192,7 +192,7 @@ def _config_check(args: argparse.Namespace) -> int:
     from hudi_sink.cli.config_check import check_config, render_json, render_yaml
 
     with held_log_lines(), format_even_if_invalid(args.config):
-        checked = check_config(args.config)
+        checked = check_config(args.config, offline=args.offline)
         set_log_format(checked.config.log.format)
     shown = render_json(checked) if args.json else render_yaml(checked, args.config)
     print(shown.rstrip("\n"))
@@ -260,6 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
                       "(write mode, record key); print it resolved, secrets redacted")
     check.add_argument("--config", required=True, help="YAML, .toml or .properties config file")
     check.add_argument("--json", action="store_true", help="machine-readable output")
+    check.add_argument("--offline", action="store_true",
+                       help="skip what only the machine the sink runs on has (TLS and token "
+                            "files, optional packages), listing what was not checked")
     check.set_defaults(func=_config_check)
     _add_bench(sub)
     table = sub.add_parser("table", help="inspect a Hudi table (read with hudi-rs)")

@@ -80,6 +80,9 @@ class KafkaNode:
     controller_port: int
     directory: Path
     process: subprocess.Popen[bytes] | None = None
+    sasl_port: int = 0
+    """With ``KafkaCluster(oauthbearer=True)``: a second listener, SASL_PLAINTEXT with
+    OAUTHBEARER (Kafka's unsecured tokens: an unsigned JWT whose ``sub`` is the principal)."""
     stopped: bool = False
     """Stopped on purpose (``kill``, ``stop``): its exit is no start-up failure."""
 
@@ -113,19 +116,25 @@ class KafkaCluster:
     """
 
     def __init__(self, directory: Path, *, nodes: int = 1, heap_mb: int = 384,
-                 settings: dict[str, str] | None = None) -> None:
+                 settings: dict[str, str] | None = None, oauthbearer: bool = False) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
         self.directory = directory
         self.node_count = nodes
         self.heap_mb = heap_mb
         self.settings = dict(settings or {})
+        self.oauthbearer = oauthbearer
         self.nodes: list[KafkaNode] = []
 
     @property
     def bootstrap(self) -> str:
         """``host:port`` of every broker, comma-separated (for ``bootstrap_servers``)."""
         return ",".join(node.address for node in self.nodes)
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        """The OAUTHBEARER listeners (``oauthbearer=True``), comma-separated."""
+        return ",".join(f"{HOST}:{node.sasl_port}" for node in self.nodes)
 
     @property
     def port(self) -> int:
@@ -165,6 +174,21 @@ class KafkaCluster:
         in_sync = min(2, replicas)
         for node in self.nodes:
             (node.directory / "data").mkdir(parents=True)
+            sasl: dict[str, str] = {}
+            if self.oauthbearer:
+                node.sasl_port = free_port()
+                sasl = {
+                    "listeners": f"PLAINTEXT://{node.address},SASL://{HOST}:{node.sasl_port},"
+                                 f"CONTROLLER://{HOST}:{node.controller_port}",
+                    "advertised.listeners": f"PLAINTEXT://{node.address},"
+                                            f"SASL://{HOST}:{node.sasl_port}",
+                    "listener.security.protocol.map":
+                        "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT",
+                    "sasl.enabled.mechanisms": "OAUTHBEARER",
+                    "listener.name.sasl.oauthbearer.sasl.jaas.config":
+                        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+                        "required;",
+                }
             config = {
                 "process.roles": "broker,controller",
                 "node.id": str(node.node_id),
@@ -190,6 +214,7 @@ class KafkaCluster:
                 "group.initial.rebalance.delay.ms": "0",
                 "num.network.threads": "2",
                 "num.io.threads": "2",
+                **sasl,
                 **self.settings,
             }
             node.properties_path.write_text(

@@ -1,7 +1,12 @@
 """The deletion DLQ seen from REST: list it, replay it (two-phase deletion's retry path).
 
 Intents land in ``<name>-deletion-dlq`` after ``max_redeliveries`` (or undecodable). Listing
-reads the whole topic with a short-lived consumer outside the group; replaying sends every
+reads the whole topic with a short-lived consumer outside the group (at most
+``DLQ_READ_MAX_RECORDS`` records and ``DLQ_READ_LIMIT_S``). That read is single-flight: a
+``GET /deletions/dlq`` arriving while one runs waits for it and shares its result, so twenty
+concurrent requests (a dashboard refreshing, a script in a loop, anyone while no token is
+set) cost one consumer and one read, not twenty; each answer then holds at most its
+``limit`` entries. Replaying sends every
 intent not replayed before back to the deletion topic (attempt 0, due now), where it is
 decided again from the table, so a replay can never delete a live file. How far replay got is
 kept in the table (``.hoodie/.sink/deleter/dlq-replayed.json``), so two calls never replay the
@@ -20,7 +25,7 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from hudi_sink.services.deleter.context import Counted, DeleterContext
 from hudi_sink.services.deleter.errors import ServiceUnavailable
-from hudi_sink.services.deleter.views import DlqEntry, ReplayResult
+from hudi_sink.services.deleter.views import DLQ_LIST_DEFAULT, DLQ_LIST_MAX, DlqEntry, ReplayResult
 from hudi_sink.shared.config.settings import SinkConfig
 from hudi_sink.shared.deletion.intent import DeletionDecodeError, IntentHeaders, PendingDelete
 from hudi_sink.shared.deletion.sender import IntentSender
@@ -36,7 +41,7 @@ DLQ_IDLE_MS = 1000
 """A DLQ read stops at the first fetch that stays empty this long (end offsets are not
 trusted: tansu reports them wrong for multi-record batches)."""
 DLQ_READ_LIMIT_S = 30.0
-DLQ_READ_MAX_RECORDS = 100_000
+DLQ_READ_MAX_RECORDS = DLQ_LIST_MAX
 _KAFKA_ERRORS = (KafkaError, OSError, TimeoutError)
 
 
@@ -49,13 +54,26 @@ class DeletionDlq:
         self._clients = clients
         self._state_path = posixpath.join(context.table_path, layout.DELETER_REPLAY_FILE)
         self._lock = asyncio.Lock()
+        self._scan: asyncio.Task[list[ConsumerRecord]] | None = None
 
     async def read(self) -> list[ConsumerRecord]:
         """Every DLQ record (ServiceUnavailable when Kafka cannot be reached)."""
         try:
-            return await self._read_records()
+            records = await self._read_records()
         except _KAFKA_ERRORS as exc:
             raise ServiceUnavailable(f"cannot read {self._config.deletion_dlq_topic}: {exc}") from exc
+        self._context.metrics.deletion_dlq_scanned()
+        return records
+
+    async def shared_read(self) -> list[ConsumerRecord]:
+        """:meth:`read`, joined when one is already running (single flight). The read is
+        shielded: a caller that goes away (a closed connection) does not cancel it for the
+        others; it ends within its own bounds."""
+        scan = self._scan
+        if scan is None or scan.done():
+            scan = self._scan = asyncio.create_task(self.read(), name="deleter-dlq-scan")
+            scan.add_done_callback(_retrieved)
+        return await asyncio.shield(scan)
 
     async def _read_records(self) -> list[ConsumerRecord]:
         """Every DLQ record, with a short-lived unmanaged consumer from the beginning."""
@@ -103,8 +121,9 @@ class DeletionDlq:
                 "next_offsets": {str(p): o for p, o in sorted(next_offsets.items())}}
         self._context.fs.write_atomic(self._state_path, orjson.dumps(data))
 
-    async def entries(self) -> list[DlqEntry]:
-        records = await self.read()
+    async def entries(self, limit: int = DLQ_LIST_DEFAULT) -> list[DlqEntry]:
+        """The first ``limit`` DLQ entries (by partition, offset), from a shared read."""
+        records = (await self.shared_read())[:limit]
         replayed = await asyncio.to_thread(self._load_replayed)
         return [_entry(record, replayed) for record in records]
 
@@ -153,6 +172,12 @@ class DeletionDlq:
             replayed_from=f"{record.topic}:{record.partition}:{record.offset}",
         )
         return intent.model_copy(update={"attempt": 0, "not_before": self._context.clock()}), headers
+
+
+def _retrieved(scan: asyncio.Task[list[ConsumerRecord]]) -> None:
+    """Mark a shared read's failure as seen: its callers may all have gone away."""
+    if not scan.cancelled():
+        scan.exception()
 
 
 def _entry(record: ConsumerRecord, replayed: dict[int, int]) -> DlqEntry:

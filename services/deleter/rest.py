@@ -12,7 +12,14 @@ from typing import Any, Protocol
 from fastapi import APIRouter, HTTPException, Query
 
 from hudi_sink.services.deleter.errors import ServiceUnavailable
-from hudi_sink.services.deleter.views import DeletionStats, DlqEntry, ReconcileResult, ReplayResult
+from hudi_sink.services.deleter.views import (
+    DLQ_LIST_DEFAULT,
+    DLQ_LIST_MAX,
+    DeletionStats,
+    DlqEntry,
+    ReconcileResult,
+    ReplayResult,
+)
 
 __all__ = ["DeletionControl", "build_router"]
 
@@ -30,7 +37,7 @@ class DeletionControl(Protocol):
 
     def stats(self) -> DeletionStats: ...
 
-    async def list_dlq(self) -> list[DlqEntry]: ...
+    async def list_dlq(self, limit: int) -> list[DlqEntry]: ...
 
     async def replay_dlq(self) -> ReplayResult: ...
 
@@ -45,9 +52,10 @@ def build_router(service: DeletionControl) -> APIRouter:
         return service.stats()
 
     @router.get("/deletions/dlq", response_model=list[DlqEntry], responses=_UNAVAILABLE)
-    async def dlq() -> list[DlqEntry]:
+    async def dlq(limit: int = Query(DLQ_LIST_DEFAULT, ge=1, le=DLQ_LIST_MAX)) -> list[DlqEntry]:
+        """The first ``limit`` entries; concurrent requests share one read of the topic."""
         try:
-            return await service.list_dlq()
+            return await service.list_dlq(limit)
         except ServiceUnavailable as exc:
             raise HTTPException(status_code=503, detail=str(exc)) from None
 

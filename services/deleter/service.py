@@ -171,8 +171,8 @@ class DeleterService(ServiceShell[DeleterClients]):
             sweeps=self.scheduled.sweeps, reconciles=self.scheduled.reconciles,
         )
 
-    async def list_dlq(self) -> list[DlqEntry]:
-        return await self._dlq.entries()
+    async def list_dlq(self, limit: int) -> list[DlqEntry]:
+        return await self._dlq.entries(limit)
 
     async def replay_dlq(self) -> ReplayResult:
         running = self._running

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-__all__ = ["DeletionStats", "DlqEntry", "ReplayResult", "OrphanView", "ReconcileResult"]
+__all__ = ["DeletionStats", "DlqEntry", "ReplayResult", "OrphanView", "ReconcileResult",
+           "DLQ_LIST_DEFAULT", "DLQ_LIST_MAX"]
+
+DLQ_LIST_DEFAULT = 1000
+"""Entries ``GET /deletions/dlq`` returns unless it asks for ``limit``."""
+DLQ_LIST_MAX = 100_000
+"""The most one read of the deletion DLQ holds, and so the largest ``limit``."""
 
 
 class DeletionStats(BaseModel):

@@ -1,4 +1,5 @@
-"""What a rejected record becomes in the ``<name>-dlq`` topic.
+"""What a rejected record becomes in the dead-letter topic (``<name>-dlq``, or
+``errors.deadletterqueue.topic.name``).
 
 The dead letter keeps the original key and value bytes unchanged, so the record can be
 fixed and replayed byte-for-byte, and carries its provenance and the decoder's verdict in
@@ -12,8 +13,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from hudi_sink.services.participant.decoded import Rejected
+from hudi_sink.services.participant.decoded import KEY_PARTITION_MISMATCH, Rejected
 from hudi_sink.shared.kafka.dlq_headers import (
+    CONNECT_CLASS_NAME,
+    CONNECT_CONNECTOR_NAME,
+    CONNECT_EXCEPTION_CLASS,
+    CONNECT_EXCEPTION_MESSAGE,
+    CONNECT_EXCEPTION_STACKTRACE,
+    CONNECT_OFFSET,
+    CONNECT_PARTITION,
+    CONNECT_STAGE,
+    CONNECT_TASK_ID,
+    CONNECT_TOPIC,
     HEADER_ERROR_CLASS,
     HEADER_ERROR_MESSAGE,
     HEADER_SOURCE_OFFSET,
@@ -26,6 +37,7 @@ from hudi_sink.shared.kafka.dlq_headers import (
 )
 
 __all__ = [
+    "ConnectContext",
     "DeadLetter",
     "parse_headers",
     "DLQ_HEADER_NAMES",
@@ -63,6 +75,9 @@ class DeadLetter:
     value: bytes | None
     error_class: str
     message: str
+    source_headers: tuple[tuple[str, bytes], ...] = ()
+    """The record's own headers, written first (as Kafka Connect's DLQ keeps them), so a
+    letter replayed byte-for-byte carries them again; ours follow and win on a shared name."""
 
     @classmethod
     def from_rejected(
@@ -74,21 +89,61 @@ class DeadLetter:
         timestamp_ms: int,
         key: bytes | None,
         value: bytes | None,
+        headers: Iterable[tuple[str, bytes | None]] | None = None,
     ) -> DeadLetter:
-        """Build the dead letter of a record the decoder rejected (key/value kept as-is)."""
+        """Build the dead letter of a record the decoder rejected (key, value and headers
+        kept as-is)."""
         return cls(topic=topic, partition=partition, offset=offset, timestamp_ms=timestamp_ms,
                    key=key, value=value, error_class=rejected.error_class,
-                   message=truncate_text(rejected.message))
+                   message=truncate_text(rejected.message),
+                   source_headers=tuple((str(k), bytes(v or b"")) for k, v in headers or ()))
 
-    def headers(self) -> list[tuple[str, bytes]]:
-        """Kafka headers (name, UTF-8 text), in :data:`DLQ_HEADER_NAMES` order."""
-        return [
+    def headers(self, connect: ConnectContext | None = None) -> list[tuple[str, bytes]]:
+        """Kafka headers: the record's own, ours (:data:`DLQ_HEADER_NAMES` order), then
+        Kafka Connect's when ``connect`` is given."""
+        ours = [
             (HEADER_SOURCE_TOPIC, header_bytes(self.topic)),
             (HEADER_SOURCE_PARTITION, str(self.partition).encode()),
             (HEADER_SOURCE_OFFSET, str(self.offset).encode()),
             (HEADER_SOURCE_TIMESTAMP, str(self.timestamp_ms).encode()),
             (HEADER_ERROR_CLASS, header_bytes(self.error_class)),
             (HEADER_ERROR_MESSAGE, header_bytes(self.message)),
+        ]
+        return [*self.source_headers, *ours, *(connect.headers(self) if connect else ())]
+
+
+_KEY_ERRORS = frozenset({KEY_PARTITION_MISMATCH})
+"""Error classes about the record's key (Connect's KEY_CONVERTER stage); every other one is
+about its value (VALUE_CONVERTER)."""
+DECODER_CLASS = "hudi_sink.services.participant.decoder.RecordDecoder"
+"""What ``__connect.errors.class.name`` names: the code that refused the record."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectContext:
+    """Who wrote the letter, for Kafka Connect's context headers: the connector is the sink
+    (``name``), the task the participant process."""
+
+    connector: str
+    task: str
+
+    def headers(self, letter: DeadLetter) -> list[tuple[str, bytes]]:
+        """Connect's ``__connect.errors.*`` headers of ``letter`` (``DeadLetterQueueReporter``'s
+        names and order). There is no Java exception: the exception class is the error class
+        and the "stack trace" the one line ``<class>: <message>``."""
+        stage = "KEY_CONVERTER" if letter.error_class in _KEY_ERRORS else "VALUE_CONVERTER"
+        return [
+            (CONNECT_TOPIC, header_bytes(letter.topic)),
+            (CONNECT_PARTITION, str(letter.partition).encode()),
+            (CONNECT_OFFSET, str(letter.offset).encode()),
+            (CONNECT_CONNECTOR_NAME, header_bytes(self.connector)),
+            (CONNECT_TASK_ID, header_bytes(self.task)),
+            (CONNECT_STAGE, stage.encode()),
+            (CONNECT_CLASS_NAME, DECODER_CLASS.encode()),
+            (CONNECT_EXCEPTION_CLASS, header_bytes(letter.error_class)),
+            (CONNECT_EXCEPTION_MESSAGE, header_bytes(letter.message)),
+            (CONNECT_EXCEPTION_STACKTRACE,
+             header_bytes(f"{letter.error_class}: {letter.message}")),
         ]
 
 

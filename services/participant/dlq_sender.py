@@ -28,14 +28,16 @@ import logging
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from hudi_sink.services.participant.dead_letters import DeadLetter
+from hudi_sink.services.participant.dead_letters import ConnectContext, DeadLetter
 from hudi_sink.shared.errors import HudiSinkError
-from hudi_sink.shared.kafka.dlq_headers import HEADER_VALUE_TRUNCATED
+from hudi_sink.shared.kafka.dlq_headers import HEADER_VALUE_TRUNCATED, truncate_text
 from hudi_sink.shared.kafka.partition_key import PartitionKey
+from hudi_sink.shared.kafka.sink_topics import not_enough_replicas_hint
 
 __all__ = ["DeadLetterSender", "DeadLetterSendError", "DEFAULT_BUDGET_BYTES", "MAX_VALUE_BYTES"]
 
@@ -65,9 +67,16 @@ class _PartitionLetters:
 class DeadLetterSender:
     def __init__(self, producer: AIOKafkaProducer, topic: str,
                  budget_bytes: int = DEFAULT_BUDGET_BYTES,
-                 max_value_bytes: int = MAX_VALUE_BYTES) -> None:
+                 max_value_bytes: int = MAX_VALUE_BYTES,
+                 connect: ConnectContext | None = None,
+                 log_letters: Literal["off", "errors", "records"] = "off") -> None:
         self._producer = producer
         self._topic = topic
+        self._connect = connect
+        """Add Kafka Connect's context headers (``errors.deadletterqueue.context.headers.enable``)."""
+        self._log_letters = log_letters
+        """Log each new letter (``errors.log.enable``), with its key and value
+        (``errors.log.include.messages``: ``records``)."""
         self._budget = budget_bytes
         self._max_value = max_value_bytes
         self._bytes = 0
@@ -109,6 +118,8 @@ class DeadLetterSender:
                 continue
             entry.outstanding.add(letter.offset)
             entry.settled.clear()
+            if self._log_letters != "off":
+                self._log(letter)
             self._queue.append((key, letter))
             self._bytes += self._size(letter)
             new += 1
@@ -132,7 +143,7 @@ class DeadLetterSender:
             self._queued.clear()
 
     async def _send(self, key: Key, letter: DeadLetter) -> None:
-        headers = letter.headers()
+        headers = letter.headers(self._connect)
         value = letter.value
         if value is not None and len(value) > self._max_value:
             headers.append((HEADER_VALUE_TRUNCATED, str(len(value)).encode()))
@@ -155,6 +166,9 @@ class DeadLetterSender:
             entry.acked.add(letter.offset)
         else:
             entry.failure = f"dead letter of offset {letter.offset} not sent: {error!r}"
+            hint = not_enough_replicas_hint(error, self._topic)
+            if hint is not None:
+                entry.failure += f" ({hint})"
             log.error("%s-%d: %s", key[0], key[1], entry.failure)
         if not entry.outstanding:
             entry.settled.set()
@@ -168,8 +182,17 @@ class DeadLetterSender:
         if entry.failure is not None:
             raise DeadLetterSendError(entry.failure)
 
+    def _log(self, letter: DeadLetter) -> None:
+        record = ""
+        if self._log_letters == "records":
+            record = (f" key={truncate_text(repr(letter.key))}"
+                      f" value={truncate_text(repr(letter.value))}")
+        log.warning("%s-%d offset %d to %s: %s: %s%s", letter.topic, letter.partition,
+                    letter.offset, self._topic, letter.error_class, letter.message, record)
+
     @staticmethod
     def _size(letter: DeadLetter) -> int:
-        return len(letter.value or b"") + len(letter.key or b"") + _OVERHEAD
+        return (len(letter.value or b"") + len(letter.key or b"") + _OVERHEAD
+                + sum(len(name) + len(value) for name, value in letter.source_headers))
 
 

@@ -34,6 +34,7 @@ from fastapi import APIRouter
 from hudi_sink.services.participant.assignment import PartitionRegistry
 from hudi_sink.services.participant.avro_format import AvroValues
 from hudi_sink.services.participant.control import ControlHandler
+from hudi_sink.services.participant.dead_letters import ConnectContext
 from hudi_sink.services.participant.decoder import RecordDecoder
 from hudi_sink.services.participant.dlq_sender import DeadLetterSender
 from hudi_sink.services.participant.flusher import Flusher
@@ -220,7 +221,9 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         self._consumer = consumer
         running = ParticipantClients(
             producer=producer, channel=channel, consumer=consumer,
-            dlq=DeadLetterSender(producer, cfg.dlq_topic),
+            dlq=DeadLetterSender(producer, cfg.dlq_topic, connect=ConnectContext(
+                cfg.name, self.sender.id) if cfg.errors.connect_headers else None,
+                log_letters=cfg.errors.letter_logging),
         )
         consumer.subscribe(topics=list(cfg.kafka.topics),
                            listener=RebalanceSignal(self._registry, consumer))

@@ -26,8 +26,10 @@ import pyarrow as pa
 
 from hudi_sink.services.participant.carried_rows import with_carried_rows, write_empty_slice
 from hudi_sink.services.participant.packing import Carry
+from hudi_sink.services.participant.spark_connect_url import connect_url
 from hudi_sink.shared.config.settings import SparkConfig
 from hudi_sink.shared.errors import HudiSinkError, SparkDriverGone
+from hudi_sink.shared.redaction import redact_url
 from hudi_sink.shared.storage.fs import FileSystem
 
 if TYPE_CHECKING:
@@ -125,7 +127,7 @@ class SparkWriter:
         os.environ.setdefault("MALLOC_ARENA_MAX", "2")
         builder: Any = SparkSession.builder.appName("hudi-sink-participant")
         if self.is_connect:
-            builder = builder.remote(self._config.master)
+            builder = builder.remote(connect_url(self._config.master, self._config.connect_token))
             session = builder.getOrCreate()
             for key, value in {**_BASE_CONF, **self._config.conf}.items():
                 try:
@@ -144,7 +146,8 @@ class SparkWriter:
         """Create the session and run tiny jobs so the first real flush is not cold."""
         with self._lock:
             if self._session is None:
-                log.info("starting SparkSession (master=%s)", self._config.master)
+                # Spark Connect's URL carries its token (sc://host:15002/;token=…): masked.
+                log.info("starting SparkSession (master=%s)", redact_url(self._config.master))
                 self._session = self._build_session()
         if warm_dir is not None:
             for _ in range(2):

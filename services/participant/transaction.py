@@ -234,6 +234,7 @@ class TransactionParticipant:
                         timestamp_ms=record.timestamp,
                         key=record.key,
                         value=record.value,
+                        headers=getattr(record, "headers", None),
                     )
                 )
                 self.counters.records_dlq += 1

@@ -13,6 +13,7 @@ from typing import Any
 
 from hudi_sink.shared.config.problems import ENV_PREFIX
 from hudi_sink.shared.errors import ConfigError
+from hudi_sink.shared.redaction import is_secret_key
 
 __all__ = ["env_overrides", "deep_merge"]
 
@@ -20,7 +21,8 @@ __all__ = ["env_overrides", "deep_merge"]
 def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
     """Turn ``HUDI_SINK__SECTION__KEY=value`` into a nested dict.
 
-    Lists and maps are JSON (``HUDI_SINK__KAFKA__TOPICS='["a","b"]'``); ``null`` is None;
+    Lists and maps are JSON (``HUDI_SINK__KAFKA__TOPICS='["a","b"]'``); ``null`` is None,
+    except for a secret (``HUDI_SINK__ADMIN__TOKEN=null``: ``ConfigError`` naming the key);
     other values stay strings and are converted by the field's type.
     """
     nested: dict[str, Any] = {}
@@ -31,6 +33,13 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
         if not parts:
             continue
         value: Any = raw
+        if raw.strip() == "null" and is_secret_key(parts[-1]):
+            # Not "no secret": a template that rendered a missing value, or a Secret holding
+            # the word, must not quietly switch authentication off.
+            raise ConfigError(f"environment variable {env_key} is 'null': a secret is never "
+                              "switched off that way (an unrendered or wrong Secret?); set a "
+                              "real value, or unset the variable to run without one",
+                              ".".join(parts))
         if raw.lstrip().startswith(("[", "{")) or raw.strip() == "null":
             # Lists and maps come as JSON; scalars stay strings and pydantic converts them
             # per field, so HUDI_SINK__NAME=2024 stays the string "2024".

@@ -32,11 +32,25 @@ class AdminConfig(BaseModel):
     host: str = "0.0.0.0"
     port: int = Field(8080, ge=0, le=65535)
     token: str | None = Field(None, repr=False, min_length=1)
-    """Bearer token every service route needs. Empty is an error rather than "no token": an
-    empty Secret mounted as ``HUDI_SINK__ADMIN__TOKEN`` must fail at start, not open the door."""
+    """Bearer token every service route needs. Surrounding whitespace is trimmed: a Secret
+    written with ``echo`` ends in a newline that no client sends, and kept it would refuse
+    everyone. Empty (or only whitespace) is an error rather than "no token": an empty Secret
+    mounted as ``HUDI_SINK__ADMIN__TOKEN`` must fail at start, not open the door; so is
+    ``HUDI_SINK__ADMIN__TOKEN=null`` (``shared.config.environment``)."""
     allow_unauthenticated: bool = False
     """Without a token, requests that change the sink (POST …) are refused unless this is true
     (``hudi-sink dev``, tests on a trusted machine). Ignored when ``token`` is set."""
+
+    @field_validator("token", mode="before")
+    @classmethod
+    def _trimmed(cls, token: object) -> object:
+        if isinstance(token, str):
+            token = token.strip()
+            if not token:
+                raise ValueError("is empty (or only whitespace), so it would mean no token: "
+                                 "an empty Secret? Put a token in it, or unset "
+                                 "HUDI_SINK__ADMIN__TOKEN (remove admin.token) to run without one")
+        return token
 
 
 class ServiceConfig(BaseModel):
@@ -93,12 +107,13 @@ class AvroConfig(BaseModel):
         return schema_id
 
     @model_validator(mode="after")
-    def _files_exist(self) -> AvroConfig:
-        for key in ("registry_ca_file", "schema_file"):
+    def _files_exist(self, info: ValidationInfo) -> AvroConfig:
+        offline = bool(info.context and info.context.get("offline"))  # config check --offline
+        for key in ("schema_file",) if offline else ("registry_ca_file", "schema_file"):
             path = getattr(self, key)
             if path is not None and not Path(path).is_file():
                 raise ValueError(f"{key}: file not found: {path}")
-        if self.registry_ca_file is not None:
+        if self.registry_ca_file is not None and not offline:
             try:  # loaded by every fetch; refused here rather than at the first unknown id
                 ssl.create_default_context(cafile=self.registry_ca_file)
             except (ssl.SSLError, OSError, ValueError) as exc:

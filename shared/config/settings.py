@@ -17,7 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hudi_sink.shared.config.deprecated import deprecations
 from hudi_sink.shared.config.environment import deep_merge, env_overrides
+from hudi_sink.shared.config.errors_section import ErrorsConfig
 from hudi_sink.shared.config.files import read_config_file
+from hudi_sink.shared.config.kafka_security import security_problems
 from hudi_sink.shared.config.keyed import UpsertConfig, delete_field_problem, mode_problems
 from hudi_sink.shared.config.maintenance import MaintenanceConfig
 from hudi_sink.shared.config.problems import validation_problems
@@ -29,7 +31,7 @@ from hudi_sink.shared.schema.table_schema import TableSchema
 from hudi_sink.shared.storage.backend import check_base_path
 
 __all__ = [
-    "SinkConfig", "KafkaConfig", "TableConfig", "TransactionConfig", "ErrorsConfig",
+    "SinkConfig", "KafkaConfig", "TableConfig", "TransactionConfig",
     "DeletionConfig", "SparkConfig", "load_config", "config_from_mapping",
 ]
 
@@ -49,9 +51,19 @@ class KafkaConfig(_Section):
     heartbeat_interval_ms: int | None = Field(None, ge=100)
     startup_timeout_s: float = Field(60, ge=0)
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER",
+                            "GSSAPI"] | None = None
     sasl_plain_username: str | None = None
     sasl_plain_password: str | None = Field(None, repr=False)
+    sasl_oauth_token_file: str | None = None
+    """OAUTHBEARER: a file holding the token, re-read at every login (rotated by a sidecar)."""
+    sasl_oauth_msk_region: str | None = None
+    """OAUTHBEARER: tokens from the Amazon MSK IAM signer for this region (AWS credentials)."""
+    sasl_kerberos_service_name: str = "kafka"
+    sasl_kerberos_domain_name: str | None = None
+    """GSSAPI: the brokers' Kerberos service name and (if not their host names) domain."""
+    create_topics: bool = True
+    """False: the sink creates no topic; one missing at start is an error naming it."""
     ssl_cafile: str | None = None
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
@@ -81,15 +93,7 @@ class KafkaConfig(_Section):
                 raise ValueError(f"invalid topic name {topic!r} (empty, or holds ':' ',' '=')")
         return topics
 
-    @model_validator(mode="after")
-    def _security_files(self) -> KafkaConfig:
-        for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
-            path = getattr(self, key)
-            if path is not None and not Path(path).is_file():
-                raise ValueError(f"{key}: file not found: {path}")
-        if self.security_protocol.startswith("SASL") and self.sasl_mechanism is None:
-            raise ValueError("sasl_mechanism: required when security_protocol is SASL_*")
-        return self
+    # Security keys that relate to each other or to files: shared.config.kafka_security.
 
 
 class TableConfig(_Section):
@@ -187,13 +191,6 @@ class TransactionConfig(_Section):
         return {**data, "buffer_bytes": data["flush_bytes"]}
 
 
-class ErrorsConfig(_Section):
-    """What happens to records that do not fit the schema."""
-
-    tolerance: Literal["dlq", "fail"] = "dlq"
-    max_record_bytes: int = Field(10485760, ge=1)
-
-
 class DeletionConfig(_Section):
     """Two-phase deletion (PIP-186) knobs."""
 
@@ -213,6 +210,11 @@ class SparkConfig(_Section):
 
     master: str = "local[2]"
     conf: dict[str, str] = Field(default_factory=dict)
+    connect_token: str | None = Field(None, repr=False)
+    """Spark Connect's pre-shared token (the server's ``spark.connect.authenticate.token``),
+    sent as the ``authorization: Bearer`` header of every RPC over the plain gRPC the server
+    speaks: PySpark's own ``;token=`` would dial TLS, which the server does not serve. Kept
+    out of ``master`` so the URL can be shown and logged (docs/kubernetes.md)."""
     job_bytes: int | None = Field(None, ge=1024)
     """At most this much Arrow data in one Spark job: flushes of one instant that wait for a
     slot share a job up to this size (a single larger flush still gets its own). Unset: the
@@ -233,6 +235,15 @@ class SparkConfig(_Section):
                 or master.startswith("k8s://")):
             raise ValueError(f"unsupported Spark master {master!r}")
         return master
+
+    @model_validator(mode="after")
+    def _token_needs_connect(self) -> SparkConfig:
+        if self.connect_token is not None:
+            if not self.master.startswith("sc://"):
+                raise ValueError("connect_token: only with a Spark Connect master (sc://…)")
+            if not self.connect_token.strip():
+                raise ValueError("connect_token: empty")
+        return self
 
     @field_validator("conf", mode="before")
     @classmethod
@@ -291,7 +302,11 @@ class SinkConfig(_Section):
     def control_topic(self) -> str:
         return self.kafka.control_topic or f"{self.name}-control"
 
-    dlq_topic: ClassVar[_DerivedName] = _DerivedName("dlq")
+    @property
+    def dlq_topic(self) -> str:
+        """Bad records' topic: ``errors.deadletterqueue.topic.name``, or ``<name>-dlq``."""
+        return self.errors.dlq_topic_name or f"{self.name}-dlq"
+
     deletion_topic: ClassVar[_DerivedName] = _DerivedName("deletion")
     deletion_retry_topic: ClassVar[_DerivedName] = _DerivedName("deletion-retry")
     deletion_dlq_topic: ClassVar[_DerivedName] = _DerivedName("deletion-dlq")
@@ -312,15 +327,19 @@ def config_from_mapping(
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
     log_notes: bool = True,
+    offline: bool = False,
 ) -> SinkConfig:
-    """Validate a config mapping (file contents) with env and CLI overrides applied."""
+    """Validate a config mapping (file contents) with env and CLI overrides applied;
+    ``offline`` skips the checks of files and packages the clients need where the sink runs
+    (``config check --offline``)."""
     env = os.environ if environ is None else environ
     merged = deep_merge(dict(data), env_overrides(env))
     if overrides:
         merged = deep_merge(merged, overrides)
-    keyed = mode_problems(merged)  # rules across keys, reported beside the model's own
+    # Rules across keys, reported beside the model's own problems.
+    keyed = mode_problems(merged) + security_problems(merged, offline=offline)
     try:
-        config = SinkConfig.model_validate(merged)
+        config = SinkConfig.model_validate(merged, context={"offline": offline})
     except ValidationError as exc:
         raise validation_problems(exc, SinkConfig, env, also=keyed) from None
     if keyed:
@@ -363,19 +382,20 @@ def load_config(
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
     log_notes: bool = True,
+    offline: bool = False,
 ) -> SinkConfig:
     """Load a YAML, TOML or ``.properties`` config file (or only env/defaults when ``path`` is
     None). ``log_notes=False`` leaves the ignored keys and deprecations unlogged, for a caller
     that shows them itself (``config check`` prints them; logged as well, they showed twice)."""
     if path is None:
         return config_from_mapping({}, base_dir=Path.cwd(), environ=environ, overrides=overrides,
-                                   log_notes=log_notes)
+                                   log_notes=log_notes, offline=offline)
     file = read_config_file(path)
     for warning in file.warnings if log_notes else ():
         log.warning("%s: %s", path, warning)
     file.check_schema_source(os.environ if environ is None else environ, overrides)
     try:
         return config_from_mapping(file.data, base_dir=file.base_dir, environ=environ,
-                                   overrides=overrides, log_notes=log_notes)
+                                   overrides=overrides, log_notes=log_notes, offline=offline)
     except ConfigError as exc:
         raise file.named(exc) from None

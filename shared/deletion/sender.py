@@ -39,6 +39,7 @@ from hudi_sink.shared.deletion.intent import (
 )
 from hudi_sink.shared.errors import HudiSinkBug
 from hudi_sink.shared.kafka.connection import consumer_options
+from hudi_sink.shared.kafka.sink_topics import not_enough_replicas_hint
 from hudi_sink.shared.runtime.metrics import Metrics
 
 __all__ = ["IntentSender", "KafkaDisposal", "DeletionBacklog"]
@@ -49,6 +50,13 @@ BACKLOG_PROBE_INTERVAL_S = 15.0
 """How often :class:`DeletionBacklog` reads the deleter group's committed offsets."""
 
 log = logging.getLogger("hudi_sink.deletion")
+
+
+def _explain(error: KafkaError, topic: str) -> None:
+    """Log why a send failed when the broker said NOT_ENOUGH_REPLICAS (callers retry)."""
+    hint = not_enough_replicas_hint(error, topic)
+    if hint is not None:
+        log.error("%s", hint)
 
 
 class IntentSender:
@@ -84,22 +92,30 @@ class IntentSender:
         """
         if not intents:
             return
-        pending = [
-            await self._producer.send(self.topic, intent.encode(), key=intent.key())
-            for intent in intents
-        ]
-        self._acked(await asyncio.gather(*pending))
+        try:
+            pending = [
+                await self._producer.send(self.topic, intent.encode(), key=intent.key())
+                for intent in intents
+            ]
+            self._acked(await asyncio.gather(*pending))
+        except KafkaError as exc:
+            _explain(exc, self.topic)
+            raise
 
     async def send(
         self, topic: str, intent: PendingDelete, headers: IntentHeaders | None = None
     ) -> RecordMetadata:
         """Send one intent to ``topic`` (retry, DLQ, or deletion on replay) and await its ack."""
-        ack = await self._producer.send_and_wait(
-            topic,
-            intent.encode(),
-            key=intent.key(),
-            headers=(headers or IntentHeaders()).to_kafka(),
-        )
+        try:
+            ack = await self._producer.send_and_wait(
+                topic,
+                intent.encode(),
+                key=intent.key(),
+                headers=(headers or IntentHeaders()).to_kafka(),
+            )
+        except KafkaError as exc:
+            _explain(exc, topic)
+            raise
         if topic == self.topic:
             self._acked([ack])
         return ack

@@ -13,11 +13,13 @@ from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka import TopicPartition as KafkaTopicPartition
+from aiokafka.errors import KafkaError
 
 from hudi_sink.shared.config.settings import SinkConfig
 from hudi_sink.shared.errors import HudiSinkBug, ProtocolDecodeError
 from hudi_sink.shared.kafka.connection import consumer_options
 from hudi_sink.shared.kafka.protocol import AnyPayload, Envelope, Sender, decode, encode
+from hudi_sink.shared.kafka.sink_topics import not_enough_replicas_hint
 from hudi_sink.shared.runtime.faults import Faults
 
 __all__ = ["ControlChannel", "ControlEndpoint", "decode_control_records"]
@@ -108,12 +110,18 @@ class ControlChannel:
             commit_time=commit_time,
             epoch=epoch,
         )
-        await self._producer.send_and_wait(
-            self._config.control_topic,
-            value=encode(envelope),
-            key=self._sender.id.encode(),
-            partition=0,
-        )
+        try:
+            await self._producer.send_and_wait(
+                self._config.control_topic,
+                value=encode(envelope),
+                key=self._sender.id.encode(),
+                partition=0,
+            )
+        except KafkaError as exc:
+            hint = not_enough_replicas_hint(exc, self._config.control_topic)
+            if hint is not None:  # the caller retries or gives up; the reason is said here
+                log.error("%s", hint)
+            raise
 
     async def receive(self, timeout_ms: int = 100) -> list[Envelope]:
         """Envelopes that arrived since the last call (empty after ``timeout_ms``)."""

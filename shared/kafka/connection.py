@@ -23,14 +23,14 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, for_code
 from aiokafka.helpers import create_ssl_context
 
-from hudi_sink.shared.config.settings import KafkaConfig, SinkConfig
+from hudi_sink.shared.config.settings import KafkaConfig
 from hudi_sink.shared.errors import ConfigError, HudiSinkBug
+from hudi_sink.shared.kafka.sasl import sasl_options
 
 __all__ = [
     "TopicAdmin",
     "client_options",
     "consumer_options",
-    "ensure_sink_topics",
     "producer_options",
     "wait_for_kafka",
 ]
@@ -54,10 +54,7 @@ def client_options(kafka: KafkaConfig, client_id: str | None = None) -> dict[str
     }
     if client_id:
         options["client_id"] = client_id
-    if kafka.security_protocol.startswith("SASL"):
-        options["sasl_mechanism"] = kafka.sasl_mechanism
-        options["sasl_plain_username"] = kafka.sasl_plain_username
-        options["sasl_plain_password"] = kafka.sasl_plain_password
+    options.update(sasl_options(kafka))
     if kafka.security_protocol in ("SSL", "SASL_SSL"):
         # Built per call (cheap, start-up only) so rotated certificate files are picked up
         # when a service restarts its clients.
@@ -253,14 +250,15 @@ class TopicAdmin:
         *,
         exact_partitions: bool = False,
         config_key: str = "kafka",
+        replication_factor: int | None = None,
     ) -> int:
         """Create ``name`` unless it exists; return its partition count.
 
-        Its replication factor is ``kafka.replication_factor``, or when unset the broker's
-        ``default.replication.factor``: -1, which Kafka 4.3.1 and the development broker take
-        as "the default" even in aiokafka's CreateTopics v3 (the protocol documents it from
-        v4, Kafka 2.4); a broker that refuses it gets an error naming the topic, and the key
-        fixes it.
+        Its replication factor is ``replication_factor`` if given, else
+        ``kafka.replication_factor``, or when unset the broker's ``default.replication.factor``:
+        -1, which Kafka 4.3.1 and the development broker take as "the default" even in
+        aiokafka's CreateTopics v3 (the protocol documents it from v4, Kafka 2.4); a broker
+        that refuses it gets an error naming the topic, and the key fixes it.
 
         Several services start at once and may all try to create the same topic, so
         "already exists" from a concurrent creator counts as success. With
@@ -269,7 +267,8 @@ class TopicAdmin:
         """
         counts = await self.partition_counts([name])
         if name not in counts:
-            response = await self.admin.create_topics([self._new_topic(name, partitions)])
+            response = await self.admin.create_topics(
+                [self._new_topic(name, partitions, replication_factor)])
             # aiokafka returns per-topic errors in the response instead of raising.
             code, message = _topic_error(response, name)
             if code == 0:
@@ -291,8 +290,8 @@ class TopicAdmin:
             )
         return existing
 
-    def _new_topic(self, name: str, partitions: int) -> NewTopic:
-        factor = self._kafka.replication_factor
+    def _new_topic(self, name: str, partitions: int, factor: int | None) -> NewTopic:
+        factor = factor or self._kafka.replication_factor
         if factor is not None:
             return NewTopic(name=name, num_partitions=partitions, replication_factor=factor)
         # aiokafka's NewTopic takes -1 only beside a replica assignment: an empty one is
@@ -360,20 +359,3 @@ def _topic_error(response: Any, name: str) -> tuple[int, str | None]:
         if entry[0] == name:
             return int(entry[1]), (entry[2] if len(entry) > 2 else None)
     raise KafkaError(f"CreateTopics response does not mention topic {name!r}")
-
-
-async def ensure_sink_topics(config: SinkConfig) -> None:
-    """Create the sink's own topics (control, DLQ, deletion trio) if missing.
-
-    The control topic must have exactly one partition: the coordinator protocol relies on
-    a single total order of control messages. The DLQ mirrors the widest data topic so
-    DLQ writes can keep the source partition; deletion-retry matches the deletion topic.
-    Data topics are not created here (see ``TopicAdmin.require_topics``).
-    """
-    async with TopicAdmin(config.kafka) as admin:
-        data_counts = await admin.partition_counts(config.kafka.topics)
-        await admin.ensure_topic(config.control_topic, 1, exact_partitions=True)
-        await admin.ensure_topic(config.dlq_topic, max(data_counts.values(), default=1))
-        deletion = await admin.ensure_topic(config.deletion_topic, config.deletion.partitions)
-        await admin.ensure_topic(config.deletion_retry_topic, deletion)
-        await admin.ensure_topic(config.deletion_dlq_topic, 1)

@@ -19,6 +19,17 @@ __all__ = [
     "HEADER_ATTEMPT",
     "HEADER_DLQ_REASON",
     "HEADER_REPLAYED_FROM",
+    "CONNECT_ERRORS_PREFIX",
+    "CONNECT_TOPIC",
+    "CONNECT_PARTITION",
+    "CONNECT_OFFSET",
+    "CONNECT_CONNECTOR_NAME",
+    "CONNECT_TASK_ID",
+    "CONNECT_STAGE",
+    "CONNECT_CLASS_NAME",
+    "CONNECT_EXCEPTION_CLASS",
+    "CONNECT_EXCEPTION_MESSAGE",
+    "CONNECT_EXCEPTION_STACKTRACE",
     "MAX_HEADER_CHARS",
     "truncate_text",
     "header_bytes",
@@ -35,6 +46,21 @@ HEADER_VALUE_TRUNCATED = "hudi.sink.value.truncated"
 HEADER_ATTEMPT = "hudi.sink.deletion.attempt"
 HEADER_DLQ_REASON = "hudi.sink.deletion.dlq.reason"
 HEADER_REPLAYED_FROM = "hudi.sink.deletion.replayed.from"
+
+CONNECT_ERRORS_PREFIX = "__connect.errors."
+"""Kafka Connect's dead-letter context headers (``DeadLetterQueueReporter``), added beside
+ours with ``errors.deadletterqueue.context.headers.enable``: the names below follow it, so
+tooling written for a Connect sink's DLQ reads ours."""
+CONNECT_TOPIC = CONNECT_ERRORS_PREFIX + "topic"
+CONNECT_PARTITION = CONNECT_ERRORS_PREFIX + "partition"
+CONNECT_OFFSET = CONNECT_ERRORS_PREFIX + "offset"
+CONNECT_CONNECTOR_NAME = CONNECT_ERRORS_PREFIX + "connector.name"
+CONNECT_TASK_ID = CONNECT_ERRORS_PREFIX + "task.id"
+CONNECT_STAGE = CONNECT_ERRORS_PREFIX + "stage"
+CONNECT_CLASS_NAME = CONNECT_ERRORS_PREFIX + "class.name"
+CONNECT_EXCEPTION_CLASS = CONNECT_ERRORS_PREFIX + "exception.class.name"
+CONNECT_EXCEPTION_MESSAGE = CONNECT_ERRORS_PREFIX + "exception.message"
+CONNECT_EXCEPTION_STACKTRACE = CONNECT_ERRORS_PREFIX + "exception.stacktrace"
 
 MAX_HEADER_CHARS = 1000
 """Longest error text kept in a header, so one huge exception or bad record cannot bloat

@@ -25,7 +25,8 @@ from typing import Any, ClassVar, Generic, TypeVar
 from fastapi import APIRouter, FastAPI
 
 from hudi_sink.shared.config.settings import SinkConfig
-from hudi_sink.shared.kafka.connection import TopicAdmin, ensure_sink_topics, wait_for_kafka
+from hudi_sink.shared.kafka.connection import TopicAdmin, wait_for_kafka
+from hudi_sink.shared.kafka.sink_topics import ensure_sink_topics
 from hudi_sink.shared.runtime.admin import create_admin_app
 from hudi_sink.shared.runtime.metrics import Metrics
 from hudi_sink.shared.runtime.retry import retrying
@@ -247,5 +248,6 @@ class ServiceShell(abc.ABC, Generic[R]):
             metrics=self.metrics,
             token=self.config.admin.token,
             allow_unauthenticated=self.config.admin.allow_unauthenticated,
+            bind_host=self.config.admin.host,
             routers=self.routers(),
         )

@@ -12,6 +12,11 @@ there inherit it), or per call as ``extra={"partition": …}``.
 The format is part of the config, which is only known once the file is read; the lines logged
 while it is read (a ``.properties`` file's ignored keys) are held and written after, so they
 come out in the configured format too (:func:`held_log_lines`).
+
+Both formats pass every line through ``shared.redaction.redact_text``: a URL with a password
+or a token (``sc://host:15002/;token=…``, a registry URL with ``user:pass@``), a SAS
+signature or a ``password=…`` in a message or a traceback is masked before it is written,
+whichever logger (ours, PySpark's, aiokafka's) wrote it.
 """
 
 from __future__ import annotations
@@ -24,8 +29,11 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Literal
 
-__all__ = ["JsonFormatter", "configure_logging", "set_log_format", "held_log_lines", "LogFormat",
-           "log_context", "set_log_service", "log_format", "CONTEXT_FIELDS"]
+from hudi_sink.shared.redaction import redact_text
+
+__all__ = ["JsonFormatter", "TextFormatter", "configure_logging", "set_log_format",
+           "held_log_lines", "LogFormat", "log_context", "set_log_service", "log_format",
+           "CONTEXT_FIELDS"]
 
 LogFormat = Literal["text", "json"]
 
@@ -62,15 +70,26 @@ def log_context(**fields: object) -> Iterator[None]:
         _context.reset(token)
 
 
+class TextFormatter(logging.Formatter):
+    """``TEXT_FORMAT``, credentials masked (traceback included)."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_text(super().format(record))
+
+
 class JsonFormatter(logging.Formatter):
-    """One JSON object per record, on one line (newlines in messages are escaped)."""
+    """One JSON object per record, on one line (newlines in messages are escaped),
+    credentials masked in the message and the traceback."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, str] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": redact_text(record.getMessage()),
         }
         if _service:
             entry["service"] = _service
@@ -80,16 +99,16 @@ class JsonFormatter(logging.Formatter):
             if value is not None:
                 entry[name] = str(value)
         if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
+            entry["exception"] = redact_text(self.formatException(record.exc_info))
         elif record.exc_text:
-            entry["exception"] = record.exc_text
+            entry["exception"] = redact_text(record.exc_text)
         if record.stack_info:
-            entry["stack"] = self.formatStack(record.stack_info)
+            entry["stack"] = redact_text(self.formatStack(record.stack_info))
         return json.dumps(entry, ensure_ascii=False)
 
 
 def _formatter(fmt: LogFormat) -> logging.Formatter:
-    return JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT)
+    return JsonFormatter() if fmt == "json" else TextFormatter()
 
 
 def _ours() -> logging.Handler | None:

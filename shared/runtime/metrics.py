@@ -108,6 +108,9 @@ class Metrics:
             "1 on the deleter pod that runs the scheduled sweep and reconcile",
             registry=r,
         )
+        self._dlq_scans = Counter(
+            "hudi_sink_deletion_dlq_scans", "Reads of the whole deletion DLQ topic for "
+            "GET /deletions/dlq (concurrent requests share one)", registry=r)
         # deletion intents (phase 1, any sender: the coordinator, the deleter's reconcile)
         self._intents_sent = Counter(
             "hudi_sink_deletion_intents_sent",
@@ -198,6 +201,9 @@ class Metrics:
 
     def deleter_scheduler(self, active: bool) -> None:
         self._scheduler.set(1 if active else 0)
+
+    def deletion_dlq_scanned(self) -> None:
+        self._dlq_scans.inc()
 
     # deletion intent events (senders)
     def deletion_intents_sent(self, count: int) -> None:

@@ -35,6 +35,7 @@ from typing import IO, Any, Protocol
 
 from hudi_sink.shared.config.sections import AvroConfig
 from hudi_sink.shared.errors import ConfigError, HudiSinkError
+from hudi_sink.shared.redaction import redact_text, redact_url
 
 __all__ = ["WriterSchemas", "RegistrySchemas", "FileSchema", "UnknownSchemaId", "RegistryUnavailable",
            "writer_schemas", "fetch_json", "MAX_ANSWER_BYTES"]
@@ -115,9 +116,9 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
                          headers: HTTPMessage, newurl: str) -> urllib.request.Request | None:
         if self._credentials and not _same_origin(req.full_url, newurl):
-            raise RegistryUnavailable(f"registry at {req.full_url} redirects ({code}) to "
-                                      f"{newurl}: refused, the credentials would go to another "
-                                      "host or over plain http (configure the final URL)")
+            raise RegistryUnavailable(redact_text(
+                f"registry at {req.full_url} redirects ({code}) to {newurl}: refused, the "
+                "credentials would go to another host or over plain http (configure the final URL)"))
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
@@ -144,10 +145,11 @@ def _read_capped(response: _Body, url: str, deadline: float) -> bytes:
     while chunk := response.read1(_CHUNK):
         size += len(chunk)
         if size > MAX_ANSWER_BYTES:
-            raise RegistryUnavailable(f"registry answer from {url} is over {MAX_ANSWER_BYTES} "
-                                      "bytes (no registry schema is that large): refused")
+            raise RegistryUnavailable(f"registry answer from {redact_url(url)} is over "
+                                      f"{MAX_ANSWER_BYTES} bytes (no registry schema is that "
+                                      "large): refused")
         if time.monotonic() > deadline:
-            raise RegistryUnavailable(f"registry answer from {url} still incomplete after "
+            raise RegistryUnavailable(f"registry answer from {redact_url(url)} still incomplete after "
                                       f"{size} bytes at its deadline: refused")
         chunks.append(chunk)
     return b"".join(chunks)
@@ -168,13 +170,13 @@ def fetch_json(url: str, config: AvroConfig) -> Any:
             return json.loads(_read_capped(response, url, deadline))
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
-            raise UnknownSchemaId(f"{url}: not in the registry (404)") from None
-        raise RegistryUnavailable(f"registry answered {exc.code} for {url}") from None
+            raise UnknownSchemaId(f"{redact_url(url)}: not in the registry (404)") from None
+        raise RegistryUnavailable(f"registry answered {exc.code} for {redact_url(url)}") from None
     except RegistryUnavailable:
         raise
     except Exception as exc:  # noqa: BLE001 - see the module docstring: never the record's fault
-        raise RegistryUnavailable(f"registry unreachable at {url}: {type(exc).__name__}: "
-                                  f"{exc}") from None
+        raise RegistryUnavailable(redact_text(f"registry unreachable at {url}: "
+                                              f"{type(exc).__name__}: {exc}")) from None
 
 
 class RegistrySchemas:

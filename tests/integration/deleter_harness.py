@@ -199,7 +199,8 @@ async def deleter(broker: EmbeddedBroker, name: str, base: Path, fs: LocalFileSy
     transport = httpx.ASGITransport(app=service.admin_app())
     try:
         headers = {"Authorization": f"Bearer {config.admin.token}"} if config.admin.token else {}
-        async with httpx.AsyncClient(transport=transport, base_url="http://deleter",
+        # 127.0.0.1: admin.host is loopback, and such a port answers only loopback names.
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1",
                                      headers=headers) as http:
             async def ready() -> bool:
                 if task.done():

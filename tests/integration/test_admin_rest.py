@@ -1,5 +1,6 @@
 """Admin REST through the contract: coordinator, participant and deleter processes with
-``admin.token`` set and ``transaction.interval_ms`` 600000, so only a forced commit can land
+``admin.token`` set (from ``HUDI_SINK__ADMIN__TOKEN`` ending in a newline, as a Secret file
+often does: trimmed) and ``transaction.interval_ms`` 600000, so only a forced commit can land
 the 1,000 records in time. Then schemathesis fuzzes each service's OpenAPI (no 5xx,
 responses match the schema)."""
 
@@ -35,9 +36,11 @@ def sink(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> It
     tmp = tmp_path_factory.mktemp("rest")
     pipeline = Pipeline(
         tmp, f"rest{uuid.uuid4().hex[:8]}", broker.bootstrap,
-        overrides={"admin": {"host": "127.0.0.1", "port": 0, "token": TOKEN},
+        overrides={"admin": {"host": "127.0.0.1", "port": 0},
                    "transaction": {"interval_ms": 600000, "write_status_timeout_ms": 60000,
                                    "flush_records": 100000, "resend_interval_ms": 1000}},
+        # As a Kubernetes Secret written with `echo` arrives: with a trailing newline.
+        env={"HUDI_SINK__ADMIN__TOKEN": f"{TOKEN}\n"},
     )
     pipeline.produce(0)  # creates the data topic
     services = {role: pipeline.start(role) for role in ("coordinator", "participant", "deleter")}
@@ -150,3 +153,7 @@ def test_openapi_requires_token_where_it_should(sink: Sink) -> None:
             assert httpx.get(f"{url}{path}", headers={"Authorization": "Bearer no"}).status_code == 403
         for open_path in ("/health", "/ready", "/metrics"):
             assert httpx.get(f"{url}{open_path}").status_code == 200
+        for docs in ("/openapi.json", "/docs", "/redoc"):  # they map every route: token too
+            assert httpx.get(f"{url}{docs}").status_code == 401
+            assert httpx.get(f"{url}{docs}", headers={"Authorization": "Bearer no"}).status_code == 403
+            assert httpx.get(f"{url}{docs}", headers=AUTH).status_code == 200

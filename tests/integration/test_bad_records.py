@@ -2,7 +2,10 @@
 
 5,000 good records, 300 bad ones of six kinds and 40 valid records whose partition value is
 ``../../etc``: the table holds exactly the 5,040 valid rows, every file stays inside the
-base path, and ``<name>-dlq`` holds exactly the 300 bad records with explanatory headers.
+base path, and the dead-letter topic holds exactly the 300 bad records with explanatory headers.
+The sink is configured with Kafka Connect's error keys (``errors.tolerance: all``, a topic
+named by ``errors.deadletterqueue.topic.name``, Connect's context headers on): each letter
+carries Connect's ``__connect.errors.*`` headers beside ours, and ``<name>-dlq`` is never made.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from eventually import eventually
 from pipeline import Pipeline, files_below
 
 from hudi_sink.cli.broker import EmbeddedBroker
+from hudi_sink.shared.config.settings import KafkaConfig
+from hudi_sink.shared.kafka.connection import TopicAdmin
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -67,7 +72,10 @@ async def _read_all(bootstrap: str, topic: str, partitions: int) -> list[object]
 def test_bad_records_go_to_the_dlq_and_hostile_partitions_stay_inside(
     broker: EmbeddedBroker, tmp_path: Path, unique_name: str
 ) -> None:
-    pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap)
+    dlq = f"{unique_name}-connect-dlq"
+    pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap, overrides={
+        "errors": {"tolerance": "all", "deadletterqueue": {
+            "topic": {"name": dlq}, "context": {"headers": {"enable": True}}}}})
     pipeline.produce(5_000)
     hostile = [
         orjson.dumps({"id": f"hostile-{i}", "ts": 1700000000000 + i, "country": "../../etc",
@@ -97,7 +105,7 @@ def test_bad_records_go_to_the_dlq_and_hostile_partitions_stay_inside(
                        for name in top_dirs)
         assert not (tmp_path / "warehouse" / "etc").exists()
 
-        dead = asyncio.run(_read_all(broker.bootstrap, f"{unique_name}-dlq", pipeline.partitions))
+        dead = asyncio.run(_read_all(broker.bootstrap, dlq, pipeline.partitions))
         assert len(dead) == 300
         classes: Counter[str] = Counter()
         coordinates = set()
@@ -105,6 +113,7 @@ def test_bad_records_go_to_the_dlq_and_hostile_partitions_stay_inside(
             headers = {k: v.decode() for k, v in record.headers}  # type: ignore[attr-defined]
             assert headers["hudi.sink.source.topic"] == pipeline.topic
             assert headers["hudi.sink.error.message"]
+            _assert_connect_headers(headers, unique_name)
             coordinates.add((headers["hudi.sink.source.partition"], headers["hudi.sink.source.offset"]))
             classes[headers["hudi.sink.error.class"]] += 1
             assert record.value in BAD_KINDS.values()  # type: ignore[attr-defined]
@@ -116,8 +125,29 @@ def test_bad_records_go_to_the_dlq_and_hostile_partitions_stay_inside(
         assert sum(classes.values()) == 300
         commits = [pipeline.commit_metadata(i) for i in pipeline.completed_commits()]
         assert sum(int(c["extraMetadata"].get("hudi.sink.records.dlq", 0)) for c in commits) == 300
+        assert not asyncio.run(_topics_named(broker.bootstrap, [f"{unique_name}-dlq"]))
     finally:
         pipeline.stop_all()
+
+
+def _assert_connect_headers(headers: dict[str, str], connector: str) -> None:
+    """Kafka Connect's DeadLetterQueueReporter context headers, agreeing with ours."""
+    assert headers["__connect.errors.topic"] == headers["hudi.sink.source.topic"]
+    assert headers["__connect.errors.partition"] == headers["hudi.sink.source.partition"]
+    assert headers["__connect.errors.offset"] == headers["hudi.sink.source.offset"]
+    assert headers["__connect.errors.connector.name"] == connector
+    assert headers["__connect.errors.task.id"]
+    assert headers["__connect.errors.stage"] == "VALUE_CONVERTER"
+    assert headers["__connect.errors.class.name"]
+    assert headers["__connect.errors.exception.class.name"] == headers["hudi.sink.error.class"]
+    assert headers["__connect.errors.exception.message"] == headers["hudi.sink.error.message"]
+    assert headers["__connect.errors.exception.stacktrace"].startswith(
+        headers["hudi.sink.error.class"])
+
+
+async def _topics_named(bootstrap: str, topics: list[str]) -> dict[str, int]:
+    async with TopicAdmin(KafkaConfig(bootstrap_servers=bootstrap)) as admin:
+        return await admin.partition_counts(topics)
 
 
 def test_tolerance_fail_stops_the_partition_at_the_bad_record(

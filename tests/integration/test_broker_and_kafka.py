@@ -24,10 +24,10 @@ from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.kafka.connection import (
     TopicAdmin,
     consumer_options,
-    ensure_sink_topics,
     producer_options,
     wait_for_kafka,
 )
+from hudi_sink.shared.kafka.sink_topics import ensure_sink_topics
 
 ROOT = Path(__file__).resolve().parents[2]
 

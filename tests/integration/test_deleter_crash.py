@@ -22,7 +22,8 @@ from eventually import eventually_async
 from hudi_sink.cli.broker import EmbeddedBroker
 from hudi_sink.shared.deletion.intent import DeletionReason, PendingDelete
 from hudi_sink.shared.deletion.sender import IntentSender
-from hudi_sink.shared.kafka.connection import ensure_sink_topics, producer_options
+from hudi_sink.shared.kafka.connection import producer_options
+from hudi_sink.shared.kafka.sink_topics import ensure_sink_topics
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -16,7 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from hudi_sink.cli.broker import EmbeddedBroker
 from hudi_sink.shared.deletion.sender import DeletionBacklog, IntentSender, KafkaDisposal
-from hudi_sink.shared.kafka.connection import ensure_sink_topics, producer_options
+from hudi_sink.shared.kafka.connection import producer_options
+from hudi_sink.shared.kafka.sink_topics import ensure_sink_topics
 from hudi_sink.shared.runtime.metrics import Metrics
 
 pytestmark = pytest.mark.timeout(120)

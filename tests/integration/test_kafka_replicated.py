@@ -27,8 +27,10 @@ from kafka_cluster import KafkaCluster
 from pipeline import Pipeline
 from test_bad_records import _read_all
 
-from hudi_sink.shared.config.settings import KafkaConfig
+from hudi_sink.shared.config.settings import KafkaConfig, SinkConfig
+from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.kafka.connection import TopicAdmin
+from hudi_sink.shared.kafka.sink_topics import ensure_sink_topics
 
 pytestmark = [pytest.mark.long, pytest.mark.kafka, pytest.mark.timeout(900)]
 
@@ -79,6 +81,22 @@ def test_an_explicit_replication_factor_wins_over_the_cluster_default(
     asyncio.run(create(None, f"{unique_name}-default"))
     assert _replicas(cluster.bootstrap, [f"{unique_name}-two", f"{unique_name}-default"]) == {
         f"{unique_name}-two": {2}, f"{unique_name}-default": {3}}
+
+
+def test_topics_with_fewer_replicas_than_min_insync_are_refused_at_start(
+    cluster: KafkaCluster, unique_name: str
+) -> None:
+    """One replica under min.insync.replicas=2: no acks=all write could ever succeed, so the
+    start refuses each such topic, naming it and kafka.replication_factor."""
+    config = SinkConfig(name=unique_name, kafka=KafkaConfig(
+        bootstrap_servers=cluster.bootstrap, topics=[f"{unique_name}-data"], replication_factor=1))
+    with pytest.raises(ConfigError) as caught:
+        asyncio.run(ensure_sink_topics(config))
+    assert caught.value.key == "kafka.replication_factor"
+    assert len(caught.value.problems) == 5
+    for suffix in ("control", "dlq", "deletion", "deletion-retry", "deletion-dlq"):
+        assert f"'{unique_name}-{suffix}' has 1 replica(s) but min.insync.replicas=2" in str(
+            caught.value)
 
 
 class _Stream(threading.Thread):

@@ -23,7 +23,8 @@ from hudi_sink.shared.deletion.sender import IntentSender, KafkaDisposal
 from hudi_sink.shared.hudi.naming import base_file_name
 from hudi_sink.shared.hudi.table import HudiTable
 from hudi_sink.shared.hudi.write_stats import WriteStat, build_commit_metadata
-from hudi_sink.shared.kafka.connection import consumer_options, ensure_sink_topics, producer_options
+from hudi_sink.shared.kafka.connection import consumer_options, producer_options
+from hudi_sink.shared.kafka.sink_topics import ensure_sink_topics
 from hudi_sink.shared.storage.fs import LocalFileSystem
 
 pytestmark = pytest.mark.timeout(180)

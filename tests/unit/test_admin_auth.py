@@ -192,6 +192,8 @@ def test_dev_allows_unauthenticated_unless_its_config_says_otherwise() -> None:
     built_in = config_from_mapping({**DEFAULT_DEV_CONFIG,
                                     "admin": dev_admin(DEFAULT_DEV_CONFIG["admin"])}, environ={})
     assert built_in.admin.allow_unauthenticated is True and built_in.admin.host == "127.0.0.1"
-    assert dev_admin(None) == {"allow_unauthenticated": True}
+    assert dev_admin(None) == {"host": "127.0.0.1", "allow_unauthenticated": True}
     assert dev_admin({"allow_unauthenticated": False})["allow_unauthenticated"] is False
-    assert dev_admin({"token": TOKEN}) == {"allow_unauthenticated": True, "token": TOKEN}
+    assert dev_admin({"token": TOKEN}) == {"host": "127.0.0.1", "allow_unauthenticated": True,
+                                           "token": TOKEN}
+    assert dev_admin({"host": "0.0.0.0"})["host"] == "0.0.0.0"  # a config that names one

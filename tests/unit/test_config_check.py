@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hudi_sink.cli.config_check import REDACTED, secret_paths
+from hudi_sink.cli.config_check import secret_paths
 from hudi_sink.cli.main import main
 from hudi_sink.shared.config.settings import load_config
+from hudi_sink.shared.redaction import REDACTED
 
 SECRETS = {"HUDI_SINK__ADMIN__TOKEN": "tok-123456", "HUDI_SINK__KAFKA__SASL_PLAIN_PASSWORD": "pw-987"}
 
@@ -37,7 +38,8 @@ def _sasl_config(tmp_path: Path) -> Path:
 
 def test_secret_fields_are_the_ones_declared_repr_false() -> None:
     assert secret_paths() == {("admin", "token"), ("kafka", "sasl_plain_password"),
-                              ("table", "storage_options"), ("avro", "registry_password")}
+                              ("table", "storage_options"), ("avro", "registry_password"),
+                              ("spark", "connect_token")}
 
 
 def test_storage_options_show_their_keys_and_hide_credentials(
@@ -78,18 +80,21 @@ def test_valid_config_prints_resolved_values_sources_and_no_secret(
     reread["kafka"]["sasl_plain_password"] = None
     (tmp_path / "again").mkdir()
     again = _write(tmp_path / "again", reread)
-    assert load_config(again, environ={}).kafka == load_config(path, environ={}).kafka
+    password = {"HUDI_SINK__KAFKA__SASL_PLAIN_PASSWORD": "pw"}  # SCRAM needs one to be valid
+    assert load_config(again, environ=password).kafka == load_config(path, environ=password).kafka
 
 
 def test_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HUDI_SINK__ADMIN__TOKEN", "tok-123456")
     monkeypatch.setenv("HUDI_SINK__TRANSACTION__INTERVAL_MS", "5000")
+    monkeypatch.setenv("HUDI_SINK__KAFKA__SASL_PLAIN_PASSWORD", "pw-987")
     assert main(["config", "check", "--config", str(_sasl_config(tmp_path)), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["valid"] is True
     assert report["config"]["admin"]["token"] == REDACTED
-    assert report["config"]["kafka"]["sasl_plain_password"] is None  # unset stays visible as unset
+    assert report["config"]["kafka"]["sasl_plain_password"] == REDACTED
+    assert report["config"]["avro"]["registry_password"] is None  # unset stays visible as unset
     conf = report["config"]["spark"]["conf"]
     assert conf["spark.hadoop.fs.s3a.secret.key"] == conf["spark.hadoop.fs.s3a.session.token"] == REDACTED
     assert conf["spark.sql.session.timeZone"] == "UTC" and conf["spark.driver.memory"] == "2g"

