@@ -26,7 +26,7 @@ from hudi_sink.shared.config.problems import validation_problems
 from hudi_sink.shared.config.sections import AdminConfig, AvroConfig, LogConfig, ServiceConfig
 from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.hudi.record_key import split_key_fields
-from hudi_sink.shared.schema.avro_ddl import SOURCES, resolve_schema_source, subject_ddl
+from hudi_sink.shared.schema.avro_ddl import resolve_table_schema
 from hudi_sink.shared.schema.table_schema import TableSchema
 from hudi_sink.shared.storage.backend import check_base_path
 
@@ -354,17 +354,11 @@ def config_from_mapping(
     if canonical != config.table.base_path:
         config = config.model_copy(
             update={"table": config.table.model_copy(update={"base_path": canonical})})
-    if config.table.schema_source == "registry" and (config.kafka.value_format == "json"
-                                                     or config.kafka.envelope != "none"):
-        raise ConfigError("registry: the table follows the writer schemas of Avro or Connect-JSON "
-                          "values (kafka.value_format avro or connect_json, kafka.envelope none); "
-                          "plain JSON and change-event envelopes keep table.schema (ddl)",
-                          "table.schema_source")
-    if config.table.schema_source == "registry" and config.kafka.value_format == "avro":
-        ddl = subject_ddl(config.avro, config.avro.subject or f"{config.kafka.topics[0]}-value")
-        config = config.model_copy(update={"table": config.table.model_copy(update={"schema_ddl": ddl})})
-    elif config.table.schema_ddl.startswith(SOURCES):  # avsc:FILE or registry:URL, read once
-        ddl = resolve_schema_source(config.table.schema_ddl, config.avro, base_dir or Path.cwd())
+    ddl = resolve_table_schema(config.table.schema_ddl, config.table.schema_source,
+                               value_format=config.kafka.value_format, envelope=config.kafka.envelope,
+                               topic=config.kafka.topics[0], avro=config.avro,
+                               base_dir=base_dir or Path.cwd())  # avsc:, registry:, a subject
+    if ddl != config.table.schema_ddl:
         config = config.model_copy(update={"table": config.table.model_copy(update={"schema_ddl": ddl})})
     # The schema must parse and hold the key fields; checked here so it fails at start.
     schema = config.table.table_schema()

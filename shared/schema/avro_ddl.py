@@ -26,7 +26,8 @@ from hudi_sink.shared.errors import ConfigError, HudiSinkError
 from hudi_sink.shared.schema.registry import fetch_json
 from hudi_sink.shared.schema.table_schema import Column, parse_ddl
 
-__all__ = ["avro_to_ddl", "avro_columns", "resolve_schema_source", "subject_ddl", "SOURCES"]
+__all__ = ["avro_to_ddl", "avro_columns", "resolve_schema_source", "resolve_table_schema",
+           "subject_ddl", "SOURCES"]
 
 SOURCES = ("avsc:", "registry:")
 
@@ -117,3 +118,20 @@ def subject_ddl(avro: AvroConfig, subject: str) -> str:
     except (ValueError, KeyError, TypeError, HudiSinkError) as exc:
         raise ConfigError(f"cannot read the table's schema from subject {subject!r} ({url}): "
                           f"{exc}", "table.schema_source") from None
+
+
+def resolve_table_schema(schema: str, source: str, *, value_format: str, envelope: str,
+                         topic: str, avro: AvroConfig, base_dir: Path) -> str:
+    """The DDL of the table schema the config describes, read once at load: ``table.schema``
+    itself, the Avro schema it names (``avsc:``, ``registry:``), or with
+    ``table.schema_source: registry`` and Avro values the latest version of the value subject
+    (``avro.subject``, default ``<topic>-value``). ``registry`` with values that carry no row
+    writer schema to follow (plain JSON, a change-event envelope) is a ConfigError."""
+    if source == "registry" and (value_format == "json" or envelope != "none"):
+        raise ConfigError("registry: the table follows the writer schemas of Avro or Connect-JSON "
+                          "values (kafka.value_format avro or connect_json, kafka.envelope none); "
+                          "plain JSON and change-event envelopes keep table.schema (ddl)",
+                          "table.schema_source")
+    if source == "registry" and value_format == "avro":
+        return subject_ddl(avro, avro.subject or f"{topic}-value")
+    return resolve_schema_source(schema, avro, base_dir)
