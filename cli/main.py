@@ -173,17 +173,30 @@ def _usage(message: str) -> SystemExit:
     return SystemExit(2)
 
 
-def _table(args: argparse.Namespace) -> int:
-    from hudi_sink.cli.table_cmd import run_table
-
+def _storage_options(args: argparse.Namespace) -> dict[str, str] | None:
     options: dict[str, str] = {}
     for item in args.storage_option or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"wants KEY=VALUE, got {item!r}", "--storage-option")
         options[key] = value
+    return options or None
+
+
+def _table(args: argparse.Namespace) -> int:
+    from hudi_sink.cli.table_cmd import run_table
+
     return run_table(args.action, args.path, as_json=args.json, limit=args.limit,
-                     as_of=args.as_of, options=options or None)
+                     as_of=args.as_of, options=_storage_options(args))
+
+
+def _offsets(args: argparse.Namespace) -> int:
+    from hudi_sink.cli.offsets_cmd import OffsetsSet, run_offsets_set
+
+    return run_offsets_set(OffsetsSet(
+        path=args.path, partition=args.partition, offset=args.offset, reason=args.reason,
+        topic=args.topic, quiet_s=args.quiet_seconds, options=_storage_options(args)),
+        as_json=args.json)
 
 
 def _config_check(args: argparse.Namespace) -> int:
@@ -274,6 +287,22 @@ def build_parser() -> argparse.ArgumentParser:
     table.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
                        help="object-store option for s3:// paths (as table.storage_options)")
     table.set_defaults(func=_table)
+    offsets = sub.add_parser("offsets", help="committed Kafka offsets (README: Skipping a poison record)")
+    offsets_sub = offsets.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    set_cmd = offsets_sub.add_parser(
+        "set", help="set one partition's offset while no coordinator runs (a fenced commit "
+                    "recording --reason; refused, exit 2, while a coordinator is active)")
+    set_cmd.add_argument("--path", required=True, help="table base path")
+    set_cmd.add_argument("--partition", type=int, required=True)
+    set_cmd.add_argument("--offset", type=int, required=True, help="next offset to consume")
+    set_cmd.add_argument("--reason", required=True, help="recorded in the table's history")
+    set_cmd.add_argument("--topic", default=None, help="needed when the table has several topics")
+    set_cmd.add_argument("--quiet-seconds", type=float, default=10.0,
+                         help="how long the table must stay unchanged first (default 10)")
+    set_cmd.add_argument("--json", action="store_true", help="machine-readable output")
+    set_cmd.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
+                         help="object-store option for s3:// paths (as table.storage_options)")
+    set_cmd.set_defaults(func=_offsets)
     return parser
 
 

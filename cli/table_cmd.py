@@ -37,7 +37,7 @@ from hudi_sink.shared.storage.credentials import (
 from hudi_sink.shared.storage.object_store import MissingCredentialsError
 from hudi_sink.shared.storage.store_uri import is_object_store_uri, parse_store_uri, reader_storage_options
 
-__all__ = ["run_table", "table_summary", "table_history", "read_rows", "check_as_of"]
+__all__ = ["run_table", "table_summary", "table_history", "read_rows", "check_as_of", "open_table"]
 
 
 Options = Mapping[str, str] | None
@@ -52,6 +52,12 @@ def _open(path: str, options: Options = None) -> HudiTable:
         missing = f"{layout.METAFOLDER}/{layout.PROPERTIES_FILE}"
         raise ConfigError(f"no Hudi table at {path} ({missing} missing)", "--path")
     return table
+
+
+def open_table(path: str, options: Options = None) -> HudiTable:
+    """The table at ``path`` for the CLI's other table commands (``offsets set``): the same
+    checks (no table, or an ``s3://`` path without credentials: exit 2, one line)."""
+    return _open(path, options)
 
 
 def _credentials_or_exit(path: str, options: Options) -> None:
@@ -211,3 +217,7 @@ def _print_history(history: list[dict[str, Any]]) -> None:
               f"{h.get('offsets') or h.get('detail') or h.get('reason', '')}")
         if h.get("schema_changes"):
             print(f"{'':<18} schema: {'; '.join(h['schema_changes'])}")
+        if "offsets_set" in h:  # an operator's offset change: what and why
+            changed = ", ".join(f"{key} {span['from'] if span['from'] is not None else '-'} -> "
+                                f"{span['to']}" for key, span in h["offsets_set"].items())
+            print(f"{'':<18} offsets set by {h['set_by']}: {changed}; reason: {h['reason']}")

@@ -29,6 +29,7 @@ from hudi_sink.shared.errors import TableFormatError
 from hudi_sink.shared.hudi import layout
 from hudi_sink.shared.hudi.layout import Instant, InstantState
 from hudi_sink.shared.hudi.naming import instant_key
+from hudi_sink.shared.hudi.offset_change import describe_change
 from hudi_sink.shared.hudi.offsets import KAFKA_COMMIT_OFFSETS_KEY
 from hudi_sink.shared.hudi.replace import ReplaceTimeline, replaced_groups
 from hudi_sink.shared.hudi.sink_log import SinkLog
@@ -53,7 +54,8 @@ class _Found:
 
 
 def commit_row(metadata: dict[str, Any]) -> dict[str, Any]:
-    """A commit's or replacecommit's numbers from its metadata."""
+    """A commit's or replacecommit's numbers from its metadata (and, for an operator's offset
+    change, what it changed and why: ``offsets_set``, ``set_by``, ``reason``)."""
     stats = [s for group in metadata.get("partitionToWriteStats", {}).values() for s in group]
     extra = metadata.get("extraMetadata", {})
     return {
@@ -66,6 +68,8 @@ def commit_row(metadata: dict[str, Any]) -> dict[str, Any]:
         "dlq": int(extra.get("hudi.sink.records.dlq", 0) or 0),
         # Schema evolution: the columns this commit added or widened (none: no key).
         **({"schema_changes": changes.split("; ")} if (changes := extra.get(CHANGES_KEY)) else {}),
+        **({"offsets_set": change["changes"], "set_by": change["set_by"],
+            "reason": change["reason"]} if (change := describe_change(extra)) else {}),
     }
 
 

@@ -17,6 +17,7 @@ from hudi_sink.services.coordinator.commit_metadata import CARRIED_KEY
 from hudi_sink.services.coordinator.commit_state import CommitState
 from hudi_sink.services.coordinator.views import TransactionView
 from hudi_sink.shared.errors import TableFormatError
+from hudi_sink.shared.hudi.offset_change import describe_change
 from hudi_sink.shared.hudi.offsets import offsets_from_metadata
 from hudi_sink.shared.hudi.table import HudiTable
 from hudi_sink.shared.kafka.partition_key import PartitionKey, key_text, offsets_by_text
@@ -36,6 +37,7 @@ def view_of_commit(instant: str, metadata: Mapping[str, Any], topics: list[str])
         offsets = {}
     epoch = extra.get("hudi.sink.coordinator.epoch")
     carried = extra.get(CARRIED_KEY)
+    change = describe_change(extra)  # an operator's offset change: its reason is the audit
     return TransactionView(
         commit_time=instant,
         state="committed",
@@ -45,6 +47,7 @@ def view_of_commit(instant: str, metadata: Mapping[str, Any], topics: list[str])
         bytes=sum(int(s.get("fileSizeInBytes", 0)) for s in stats),
         offsets=offsets_by_text(offsets),
         carried=carried.split(",") if carried else None,
+        reason=f"offsets set ({change['set_by']}): {change['reason']}" if change else None,
     )
 
 

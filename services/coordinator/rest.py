@@ -12,15 +12,23 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from aiokafka.errors import KafkaError
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from hudi_sink.services.coordinator.views import CurrentTransaction, TransactionView
+from hudi_sink.services.coordinator.views import (
+    CurrentTransaction,
+    OffsetsAccepted,
+    OffsetsRequest,
+    OffsetsView,
+    TransactionView,
+)
+from hudi_sink.shared.errors import ConfigError, HudiSinkError
 
 __all__ = [
     "ActionResponse", "TransactionControl", "build_router", "MaintenanceControl",
-    "build_maintenance_router",
+    "build_maintenance_router", "OffsetControl", "build_offsets_router",
 ]
 
 
@@ -155,5 +163,57 @@ def build_maintenance_router(service: MaintenanceControl) -> APIRouter:
         service.request_clustering()
         return ActionResponse(accepted=True, commit_time=None,
                               detail="a maintenance pass (clustering, clean, archival) starts now")
+
+    return router
+
+
+class OffsetControl(Protocol):
+    """What ``/offsets`` needs: the committed offsets and a way to set some."""
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    def leader_info(self) -> dict[str, Any]: ...
+
+    def offsets_view(self) -> OffsetsView:
+        """Blocking (a table read): the route calls it in a worker thread."""
+        ...
+
+    def offsets_refused(self) -> str | None:
+        """Why setting offsets is refused to every caller (no admin.token), or None."""
+        ...
+
+    async def request_offsets(self, raw: dict[str, Any], reason: str) -> OffsetsAccepted: ...
+
+
+def build_offsets_router(service: OffsetControl) -> APIRouter:
+    router = APIRouter(tags=["offsets"])
+
+    @router.get("/offsets", response_model=OffsetsView)
+    async def offsets() -> OffsetsView:
+        """Committed offsets per partition (the latest commit's ``kafka.commit.offsets``)."""
+        return await asyncio.to_thread(service.offsets_view)
+
+    @router.post("/offsets", response_model=OffsetsAccepted, status_code=202,
+                 responses={409: {"description": "standby (names the leader), or a change is "
+                                                 "still pending"},
+                            422: {"description": "a bad entry or reason (named)"},
+                            503: {"description": "Kafka did not answer (nothing changed)"}})
+    async def set_offsets(body: OffsetsRequest) -> Any:
+        """Set chosen partitions' offsets at the next instant boundary, as a fenced commit
+        that records the reason (README: "Skipping a poison record")."""
+        if (refused := service.offsets_refused()) is not None:
+            return JSONResponse({"detail": refused}, status_code=403)
+        if not service.is_leader:
+            return _not_leader(service.leader_info())
+        try:
+            return await service.request_offsets(body.offsets, body.reason)
+        except ConfigError as exc:
+            return JSONResponse({"detail": str(exc), "key": exc.key}, status_code=422)
+        except HudiSinkError as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=409)
+        except KafkaError as exc:  # the partition counts could not be read: nothing queued
+            return JSONResponse({"detail": f"Kafka did not answer ({exc!r}); nothing was "
+                                           "changed, retry"}, status_code=503)
 
     return router

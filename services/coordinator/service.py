@@ -35,20 +35,29 @@ from hudi_sink.services.coordinator.election import LeaderElection
 from hudi_sink.services.coordinator.history import TransactionHistory, inflight_view
 from hudi_sink.services.coordinator.leadership import Leadership
 from hudi_sink.services.coordinator.maintenance.routine import MaintenanceRoutine
+from hudi_sink.services.coordinator.offset_requests import new_request_id
 from hudi_sink.services.coordinator.phase import PhaseMachine
-from hudi_sink.services.coordinator.rest import build_maintenance_router, build_router
+from hudi_sink.services.coordinator.rest import build_maintenance_router, build_offsets_router, build_router
 from hudi_sink.services.coordinator.transaction import Clock, DriverContext, Outgoing, TransactionDriver
-from hudi_sink.services.coordinator.views import CurrentTransaction, TransactionView, current_transaction
+from hudi_sink.services.coordinator.views import (
+    CurrentTransaction,
+    OffsetsAccepted,
+    OffsetsView,
+    TransactionView,
+    current_transaction,
+)
 from hudi_sink.shared.config.settings import SinkConfig
 from hudi_sink.shared.deletion.sender import DeletionBacklog, IntentSender, KafkaDisposal
 from hudi_sink.shared.errors import HudiSinkBug, HudiSinkError
+from hudi_sink.shared.hudi.offset_change import OffsetChange, check_reason, parse_requested
+from hudi_sink.shared.hudi.offsets import offsets_from_metadata
 from hudi_sink.shared.hudi.sink_log_state import EntryKind
 from hudi_sink.shared.hudi.table import HudiTable
 from hudi_sink.shared.hudi.table_record import keep_kafka_partitions, partitions_changed
 from hudi_sink.shared.kafka.channel import ControlEndpoint
 from hudi_sink.shared.kafka.clients import KafkaClientFactory
 from hudi_sink.shared.kafka.connection import TopicAdmin
-from hudi_sink.shared.kafka.partition_key import PartitionKey
+from hudi_sink.shared.kafka.partition_key import PartitionKey, offsets_by_text
 from hudi_sink.shared.kafka.protocol import Role, Sender
 from hudi_sink.shared.runtime.faults import Faults
 from hudi_sink.shared.runtime.lifecycle import ServiceShell, kafka_prelude
@@ -159,7 +168,7 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         return []
 
     def routers(self) -> list[APIRouter]:
-        return [build_router(self), build_maintenance_router(self)]
+        return [build_router(self), build_maintenance_router(self), build_offsets_router(self)]
 
     def routines(self, running: CoordinatorClients) -> dict[str, Coroutine[Any, Any, Any]]:
         log.info("coordinator %s started; waiting for leadership", self.sender.id)
@@ -329,3 +338,45 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
 
     def request_clustering(self) -> None:
         self.parts.maintenance.request_clustering()
+
+    # --- REST (rest.OffsetControl) ----------------------------------------------------------
+    def offsets_view(self) -> OffsetsView:
+        """The latest commit's offsets (any coordinator: read from the table; blocking, call
+        from a worker thread) and this coordinator's latest offset request."""
+        completed = self._table.completed_commits()
+        offsets: dict[PartitionKey, int] = {}
+        if completed:
+            extra = self._table.read_commit_metadata(completed[-1]).get("extraMetadata") or {}
+            offsets = offsets_from_metadata(extra, list(self.config.kafka.topics))
+        last = None if self._parts is None else self._parts.driver.offsets.last
+        return OffsetsView(commit_time=completed[-1] if completed else None,
+                           offsets=offsets_by_text(offsets), last_request=last)
+
+    def offsets_refused(self) -> str | None:
+        """Why ``POST /offsets`` is refused whatever the caller sends: without admin.token.
+        Setting offsets skips or repeats records on purpose, so unlike the other commands
+        it is never open, not even with admin.allow_unauthenticated."""
+        if self.config.admin.token:
+            return None
+        return ("POST /offsets needs admin.token (HUDI_SINK__ADMIN__TOKEN) and a bearer "
+                "token: setting offsets skips or repeats records, so it is never open to "
+                "unauthenticated callers (admin.allow_unauthenticated does not apply)")
+
+    async def request_offsets(self, raw: dict[str, Any], reason: str) -> OffsetsAccepted:
+        """Check and queue an offset change for the next instant boundary, and end the open
+        instant now so that boundary comes at once. ConfigError naming a bad entry;
+        HudiSinkError while another change is pending."""
+        topics = list(self.config.kafka.topics)
+        counts = await self.clients.admin.partition_counts(topics)
+        change = OffsetChange(offsets=parse_requested(raw, topics, counts),
+                              reason=check_reason(reason), set_by="rest",
+                              request_id=new_request_id())
+        driver = self.parts.driver
+        driver.offsets.submit(change)
+        instant = driver.open_instant()
+        if instant is not None:  # end it now: the boundary comes at once
+            driver.request_commit()
+        detail = (f"applied at the next instant boundary: the open instant {instant} ends now"
+                  if instant is not None else "applied before the next instant starts")
+        return OffsetsAccepted(accepted=True, request_id=change.request_id,
+                               offsets=offsets_by_text(change.offsets), detail=detail)

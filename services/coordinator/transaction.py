@@ -26,6 +26,7 @@ from hudi_sink.services.coordinator.committer import RecoveryReport, TableCommit
 from hudi_sink.services.coordinator.history import TransactionHistory, transaction_view
 from hudi_sink.services.coordinator.idle import IdleInstants
 from hudi_sink.services.coordinator.instants import reserve_instant
+from hudi_sink.services.coordinator.offset_requests import OffsetRequests
 from hudi_sink.services.coordinator.phase import UNDECIDED_PHASES, Closed, Open, PhaseMachine
 from hudi_sink.services.coordinator.status_checks import StatusChecks
 from hudi_sink.services.coordinator.table_schemas import TableSchemas
@@ -94,16 +95,16 @@ class TransactionDriver:
         self.history = TransactionHistory()
         self.latest_instant: str | None = None
         self.starting: str | None = None  # reserved, not yet open (services.coordinator.instants)
-        self.owners: dict[PartitionKey, str] = {}
-        """Latest member that announced each partition (kept across instants)."""
+        self.owners: dict[PartitionKey, str] = {}  # latest announcer of each partition
         self._commit_request: tuple[str | None, float] | None = None
         """A REST commit: (instant it is for, or None for "the next one", when asked)."""
-        self._abort_request: str | None = None
-        """A REST abort: the instant it is for (never applied to another one)."""
+        self._abort_request: str | None = None  # a REST abort's instant (never another one)
         self._waiting_logged_for: tuple[str, str] | None = None
         self._idle = IdleInstants(context.table, context.metrics, context.config.transaction, self.phase)
         self._status_checks = StatusChecks(context.committer, context.table, context.metrics)
         self.schemas = TableSchemas(context.config, context.schema, context.metrics)
+        self.offsets = OffsetRequests(context.config, context.table, context.committer,
+                                      context.schema.avro_schema_json)
 
     @property
     def is_leader(self) -> bool:
@@ -143,10 +144,12 @@ class TransactionDriver:
         if self.current is not None:
             self.history.record_if_absent(transaction_view(self.current, "inflight"))
         self.owners.clear()  # learnt again from announcements under the next leadership
+        self.offsets.drop(f"leadership ended: {reason}")
         self.phase.close(CoordinatorPhase.STANDBY, reason)
 
     def stop(self) -> None:
         if self.phase.can(CoordinatorPhase.STOPPED):
+            self.offsets.drop("coordinator shut down")
             self.phase.close(CoordinatorPhase.STOPPED, "shutdown")
 
     # --- control messages -----------------------------------------------------------------
@@ -211,8 +214,9 @@ class TransactionDriver:
     async def step(self) -> None:
         now = self._clock()
         match self.phase.now:
-            case Closed(name=CoordinatorPhase.IDLE):
-                await self._start_transaction()
+            case Closed(name=CoordinatorPhase.IDLE):  # a boundary: an offset change first
+                if await self.offsets.apply(self) is None:
+                    await self._start_transaction()
             case Open(txn=state) if self._take_abort_request(state.instant):
                 await self.abort(AbortReason.FORCED)
             case Open(name=CoordinatorPhase.STARTED, txn=state):
@@ -344,14 +348,10 @@ class TransactionDriver:
     def _plan_commit(self, state: CommitState, evolution: Evolution) -> PlannedCommit:
         topics = list(self._config.kafka.topics)
         return plan_commit(
-            state,
-            schema=self.schemas.metadata(evolution),
-            sink_name=self._config.name,
-            topics=topics,
-            unconfigured_offsets={k: o for k, o in self.committed_offsets.items()
-                                  if k[0] not in topics},
-            operation="UPSERT" if self._config.table.write_mode == "upsert" else "INSERT",
-        )
+            state, schema=self.schemas.metadata(evolution), sink_name=self._config.name,
+            topics=topics, unconfigured_offsets={k: o for k, o in self.committed_offsets.items()
+                                                 if k[0] not in topics},
+            operation="UPSERT" if self._config.table.write_mode == "upsert" else "INSERT")
 
     def _verify_statuses(self, state: CommitState) -> dict[PartitionKey, str]:
         """Statuses whose staged files are not all there with their reported sizes, or whose
@@ -382,8 +382,7 @@ class TransactionDriver:
 
     # --- REST commands --------------------------------------------------------------------
     def open_instant(self) -> str | None:
-        state = self.undecided()
-        return None if state is None else state.instant
+        return None if (state := self.undecided()) is None else state.instant
 
     def request_commit(self) -> str | None:
         """End the open instant now; between two instants, the one that starts next (only

@@ -14,7 +14,8 @@ from hudi_sink.services.coordinator.commit_state import CommitState
 from hudi_sink.shared.kafka.partition_key import key_text
 from hudi_sink.shared.runtime.states import CoordinatorPhase
 
-__all__ = ["TransactionView", "CurrentTransaction", "current_transaction"]
+__all__ = ["TransactionView", "CurrentTransaction", "current_transaction", "OffsetsView",
+           "OffsetsRequest", "OffsetsAccepted"]
 
 
 class TransactionView(BaseModel):
@@ -58,3 +59,27 @@ def current_transaction(*, leading: bool, phase: CoordinatorPhase, txn: CommitSt
         age_s=round(now - txn.started_at, 3) if txn else None,
         leader=leader,
     )
+
+
+class OffsetsView(BaseModel):
+    """``GET /offsets``: the offsets the latest commit stores (where every partition resumes)
+    and the outcome of the latest ``POST /offsets`` this coordinator took."""
+
+    commit_time: str | None
+    offsets: dict[str, int]
+    last_request: dict[str, Any] | None = None
+
+
+class OffsetsRequest(BaseModel):
+    """``POST /offsets``: ``{"offsets": {"<topic>:<p>": <offset>}, "reason": "…"}`` (the
+    entries are checked by the service, so an error names the bad one)."""
+
+    offsets: dict[str, Any]
+    reason: str = ""
+
+
+class OffsetsAccepted(BaseModel):
+    accepted: bool
+    request_id: str
+    offsets: dict[str, int]
+    detail: str

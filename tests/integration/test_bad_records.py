@@ -15,7 +15,6 @@ import os
 from collections import Counter
 from pathlib import Path
 
-import httpx
 import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -148,36 +147,3 @@ def _assert_connect_headers(headers: dict[str, str], connector: str) -> None:
 async def _topics_named(bootstrap: str, topics: list[str]) -> dict[str, int]:
     async with TopicAdmin(KafkaConfig(bootstrap_servers=bootstrap)) as admin:
         return await admin.partition_counts(topics)
-
-
-def test_tolerance_fail_stops_the_partition_at_the_bad_record(
-    broker: EmbeddedBroker, tmp_path: Path, unique_name: str
-) -> None:
-    """errors.tolerance=fail: partition 0 commits up to the bad record and flags itself
-    failed (commit metadata, /partitions, metrics); the other partitions keep committing."""
-    pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap,
-                        overrides={"errors": {"tolerance": "fail"}})
-    pipeline.produce(400)  # 100 per partition, offsets 0..99
-    asyncio.run(_produce(broker.bootstrap, pipeline.topic, [b"garbage"], 1))  # p0 offset 100
-    pipeline.produce(400)  # p0 offsets 101..200, others 100..199
-    try:
-        coordinator, participant = pipeline.start_ready("coordinator", "participant")
-        eventually(lambda: pipeline.latest_offsets() == {0: 100, 1: 200, 2: 200, 3: 200}, 240,
-                   "partitions 1-3 complete, partition 0 stopped at its bad record", every_s=1)
-        latest = pipeline.commit_metadata(pipeline.completed_commits()[-1])
-        assert "offset 100" in latest["extraMetadata"]["hudi.sink.failed.partitions"]
-        assert pipeline.read().num_rows == 700
-
-        def failed_view() -> bool:
-            views = httpx.get(f"{participant.url}/partitions", timeout=5).json()
-            return any(v["partition"] == 0 and v["failed"] for v in views)
-
-        eventually(failed_view, 30, "partition 0 shown as failed in /partitions", every_s=0.2)
-        metrics = httpx.get(f"{participant.url}/metrics", timeout=5).text
-        assert f'hudi_sink_partition_failed{{partition="0",topic="{pipeline.topic}"}} 1.0' in metrics
-        # More transactions (none commits: nothing moves but the stopped partition, carried):
-        # still stopped there, nothing lost or skipped.
-        pipeline.wait_transactions(coordinator, 2)
-        assert pipeline.latest_offsets()[0] == 100
-    finally:
-        pipeline.stop_all()

@@ -316,6 +316,26 @@ def test_failed_partition_restarts_on_new_instant() -> None:
     assert p.offsets == [1]
 
 
+def test_a_start_past_the_poison_record_resumes_there_and_writes_nothing_below_it() -> None:
+    """An operator's offset change (POST /offsets) reaches a participant as the next START:
+    buffered rows and the old position are dropped, records below the new offset are never
+    written (a fetch from the old position included), a late flush of the old instant counts
+    for nothing."""
+    p = _participant(fail_on_error=True)
+    p.begin(T1, 1, 10)
+    p.accept([good(10), good(11), bad(12), good(13)])
+    assert p.phase is PartitionPhase.FAILED and p.rows and p.next_offset == 12
+    p.begin(T2, 1, 13)
+    assert (p.phase, p.rows, p.offsets, p.failure) == (PartitionPhase.WRITING, [], [], None)
+    p.accept([good(11), bad(12), good(13), good(14)])  # fetched from the old position
+    assert p.offsets == [13, 14] and p.phase is PartitionPhase.WRITING
+    assert not p.add_staged(T1, [_staged(T1, 2)])  # the old instant's flush, finishing late
+    assert p.staged == [] and p.counters.records_written == 0
+    p.drain(0.0)
+    p.end()
+    assert (p.build_status().start_offset, p.build_status().next_offset) == (13, 15)
+
+
 def test_dlq_tolerance_routes_bad_records_and_continues() -> None:
     p = _participant(fail_on_error=False)
     p.begin(T1, 1, 0)
