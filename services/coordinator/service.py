@@ -203,7 +203,7 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         latest = await asyncio.to_thread(self._table.latest_commit_metadata)
         parts.driver.schemas.adopt(latest.get("extraMetadata") if latest is not None else None)
         self._backlog = DeletionBacklog(cfg, intents, self.metrics)
-        channel = await self._factory.channel(self.sender, producer, self._faults)
+        channel = await self._factory.channel(self.sender, producer, self._faults, self.metrics)
         election = LeaderElection(
             cfg, self.sender.id,
             leading_epoch=lambda: parts.committer.epoch if parts.driver.is_leader else 0,

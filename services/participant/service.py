@@ -59,6 +59,7 @@ from hudi_sink.shared.hudi import layout
 from hudi_sink.shared.hudi.table import HudiTable
 from hudi_sink.shared.kafka.clients import KafkaClientFactory
 from hudi_sink.shared.kafka.protocol import Role, Sender
+from hudi_sink.shared.kafka.signing import control_keys
 from hudi_sink.shared.runtime.faults import Faults
 from hudi_sink.shared.runtime.lifecycle import ServiceShell, kafka_prelude
 from hudi_sink.shared.runtime.threads import in_daemon_thread
@@ -207,6 +208,7 @@ class ParticipantService(ServiceShell[ParticipantClients]):
 
     async def start(self) -> ParticipantClients:
         cfg = self.config
+        control_keys(cfg.kafka)  # an unreadable key file fails now, not after Spark's start
         await kafka_prelude(cfg, self.set_not_ready, data_topics=True)
         await asyncio.to_thread(self._table.initialize, cfg.table, self.schema)
         self.set_not_ready("starting SparkSession")
@@ -216,7 +218,7 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         self._spark_starting = False
         await asyncio.to_thread(self._fs.delete_tree, warm_dir)
         producer = await self._factory.producer("hudi-sink-participant")
-        channel = await self._factory.channel(self.sender, producer, self._faults)
+        channel = await self._factory.channel(self.sender, producer, self._faults, self.metrics)
         consumer = await self._factory.consumer(cfg.participants_group, self.sender.id)
         self._consumer = consumer
         running = ParticipantClients(

@@ -24,7 +24,7 @@ ENV_PREFIX = "HUDI_SINK__"
 _ALIASES = {"table.schema_ddl": "table.schema"}
 """Field names whose YAML key is an alias: errors name the key the user writes."""
 
-_SECRET_WORDS = ("password", "token", "storage_options")
+_SECRET_WORDS = ("password", "token", "storage_options", "signing_key")
 
 
 def env_variable(environ: Mapping[str, str], key: str) -> str | None:

@@ -24,6 +24,7 @@ from hudi_sink.shared.config.keyed import UpsertConfig, delete_field_problem, mo
 from hudi_sink.shared.config.maintenance import MaintenanceConfig
 from hudi_sink.shared.config.problems import validation_problems
 from hudi_sink.shared.config.sections import AdminConfig, AvroConfig, LogConfig, ServiceConfig
+from hudi_sink.shared.config.signing_keys import signing_keys
 from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.hudi.record_key import split_key_fields
 from hudi_sink.shared.schema.avro_ddl import resolve_table_schema
@@ -82,6 +83,13 @@ class KafkaConfig(_Section):
     envelope: Literal["none", "debezium"] = "none"
     """``debezium``: each value is a Debezium change event (``before``, ``after``, ``op``, …),
     in any ``value_format``; ``none``: the value is the row."""
+    control_signing_key: str | list[str] | None = Field(None, repr=False)
+    """HMAC key of the control messages (README, "Signed control messages"): set, each message
+    is signed and unsigned or wrongly signed ones are ignored; a list signs with the first
+    and accepts each (rotation). Unset: unsigned, and nothing checked."""
+    control_signing_key_file: str | None = None
+    """A file (a mounted Secret) holding the key(s) instead, one per line; read by the services
+    that use the control topic when they start."""
 
     @field_validator("topics")
     @classmethod
@@ -94,6 +102,12 @@ class KafkaConfig(_Section):
         return topics
 
     # Security keys that relate to each other or to files: shared.config.kafka_security.
+
+    @model_validator(mode="after")
+    def _signing_keys(self) -> KafkaConfig:
+        """Inline control signing keys (the file is read by the services that sign)."""
+        signing_keys(self.control_signing_key, self.control_signing_key_file, read_file=False)
+        return self
 
 
 class TableConfig(_Section):

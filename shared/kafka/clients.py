@@ -18,6 +18,7 @@ from hudi_sink.shared.kafka.channel import ControlChannel
 from hudi_sink.shared.kafka.connection import TopicAdmin, consumer_options, producer_options
 from hudi_sink.shared.kafka.protocol import Sender
 from hudi_sink.shared.runtime.faults import Faults
+from hudi_sink.shared.runtime.metrics import Metrics
 
 __all__ = ["KafkaClientFactory"]
 
@@ -41,8 +42,9 @@ class KafkaClientFactory:
         return consumer
 
     async def channel(self, sender: Sender, producer: AIOKafkaProducer, faults: Faults,
-                      *, read: bool = True) -> ControlChannel:
-        channel = ControlChannel(self.config, sender, producer, read=read, faults=faults)
+                      metrics: Metrics, *, read: bool = True) -> ControlChannel:
+        channel = ControlChannel(self.config, sender, producer, read=read, faults=faults,
+                                 metrics=metrics)
         await channel.start()
         return channel
 

@@ -7,6 +7,7 @@ Metric names stay private in here (all prefixed ``hudi_sink_``); call sites read
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -123,6 +124,11 @@ class Metrics:
             "deleter group has not committed (a missing deleter shows as growth)",
             registry=r,
         )
+        # control channel (every service that reads it)
+        self._control_rejected = Counter(
+            "hudi_sink_control_rejected", labelnames=["reason"], registry=r,
+            documentation="Control records ignored: unsigned, signed by an unknown key, a bad "
+            "signature (kafka.control_signing_key set), or undecodable")
         self._last_commit_unix: float | None = None
         self._started = time.time()
 
@@ -188,6 +194,16 @@ class Metrics:
     def leadership(self, leader: bool, epoch: int) -> None:
         self._leader.set(1 if leader else 0)
         self._epoch.set(epoch)
+
+    # control channel events
+    def control_rejected(self, reason: str) -> None:
+        self._control_rejected.labels(reason).inc()
+
+    def control_rejections_exported(self, reasons: Iterable[str]) -> None:
+        """Export each reason at 0 before the first rejection, so an alert on its increase
+        sees the first one too."""
+        for reason in reasons:
+            self._control_rejected.labels(reason)
 
     # deleter events
     def deletion(self, outcome: str, count: int = 1) -> None:

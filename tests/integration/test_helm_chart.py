@@ -553,14 +553,6 @@ def _pod_environment(container: Doc) -> dict[str, str]:
     return env
 
 
-PENDING_PRODUCT_KEYS = {
-    "sasl_oauth_token_file": "OAUTHBEARER (issue 26, helper 'topics')",
-    "control_signing_key_file": "signed control messages (issue 27, helper 'signing')",
-}
-"""Kafka keys the chart renders that other branches add to the product: until they are merged,
-the config-check cross-check of a scenario using them is skipped, naming them."""
-
-
 def mounted_files(config_text: str, root: Path) -> str:
     """The config with every file the chart mounts under /etc/hudi-sink (Secrets) moved under
     ``root`` and made up there, as the pod would see them."""
@@ -578,15 +570,8 @@ def mounted_files(config_text: str, root: Path) -> str:
 def test_rendered_config_passes_hudi_sink_config_check(scenario: str, tmp_path: Path) -> None:
     """The ConfigMap, with the pod's environment and its mounted files, is what the services
     load: `hudi-sink config check` must accept it and redact the secrets the env carries."""
-    from hudi_sink.shared.config.settings import KafkaConfig
-
     docs = render(scenario)
     text = sink_config_text(docs)
-    pending = sorted(k for k in yaml.safe_load(text)["kafka"] if k in PENDING_PRODUCT_KEYS
-                     and k not in KafkaConfig.model_fields)
-    if pending:
-        pytest.skip("the product does not have these keys yet: "
-                    + ", ".join(f"kafka.{k} ({PENDING_PRODUCT_KEYS[k]})" for k in pending))
     config_file = tmp_path / "sink.yaml"
     config_file.write_text(mounted_files(text, tmp_path / "etc"))
     (container,) = containers(deployment(docs, "participant"))

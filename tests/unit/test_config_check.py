@@ -38,6 +38,7 @@ def _sasl_config(tmp_path: Path) -> Path:
 
 def test_secret_fields_are_the_ones_declared_repr_false() -> None:
     assert secret_paths() == {("admin", "token"), ("kafka", "sasl_plain_password"),
+                              ("kafka", "control_signing_key"),
                               ("table", "storage_options"), ("avro", "registry_password"),
                               ("spark", "connect_token")}
 
