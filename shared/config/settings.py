@@ -129,10 +129,7 @@ class TableConfig(_Section):
         min_length=1,
     )
     schema_source: Literal["ddl", "registry"] = "ddl"
-    """Where the table schema comes from: ``ddl`` (``schema``, fixed: fields the table does
-    not have are ignored and counted) or ``registry`` (the table follows its producers: created
-    from the registry subject's latest version, ``avro.subject``, then evolved by every writer
-    schema seen in the data; Connect-JSON's per-message schemas likewise)."""
+    """``ddl``: ``schema``, fixed; ``registry``: the table follows its producers' schemas."""
     hive_style_partitioning: bool = False
     parquet_codec: Literal["snappy", "zstd", "gzip", "lz4", "none"] = "snappy"
     """Compression of the Parquet base files (seed ``parquet.codec``)."""
@@ -160,8 +157,7 @@ class TableConfig(_Section):
                 for k, v in options.items()} if isinstance(options, Mapping) else options
 
     def table_schema(self, ddl: str | None = None) -> TableSchema:
-        """``schema`` (or the value columns ``ddl`` of an evolved table) parsed and checked
-        against the key fields (SchemaError names the key)."""
+        """``schema`` (or an evolved table's ``ddl``) parsed, checked against the key fields."""
         return TableSchema.parse(
             self.schema_ddl if ddl is None else ddl,
             table_name=self.name,
@@ -365,15 +361,9 @@ def config_from_mapping(
             update={"table": config.table.model_copy(update={"base_path": str(base_path)})}
         )
     canonical = check_base_path(config.table.base_path)  # no '//'; one trailing '/' dropped
-    if canonical != config.table.base_path:
-        config = config.model_copy(
-            update={"table": config.table.model_copy(update={"base_path": canonical})})
-    ddl = resolve_table_schema(config.table.schema_ddl, config.table.schema_source,
-                               value_format=config.kafka.value_format, envelope=config.kafka.envelope,
-                               topic=config.kafka.topics[0], avro=config.avro,
-                               base_dir=base_dir or Path.cwd())  # avsc:, registry:, a subject
-    if ddl != config.table.schema_ddl:
-        config = config.model_copy(update={"table": config.table.model_copy(update={"schema_ddl": ddl})})
+    ddl = resolve_table_schema(config.table, config.kafka, config.avro, base_dir or Path.cwd())
+    config = config.model_copy(update={"table": config.table.model_copy(
+        update={"base_path": canonical, "schema_ddl": ddl})})  # the DDL of avsc:, registry:…
     # The schema must parse and hold the key fields; checked here so it fails at start.
     schema = config.table.table_schema()
     problem = delete_field_problem(config.upsert.delete_field, schema)

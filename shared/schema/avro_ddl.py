@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import urllib.parse
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from hudi_sink.shared.config.sections import AvroConfig
 from hudi_sink.shared.errors import ConfigError, HudiSinkError
@@ -120,18 +120,33 @@ def subject_ddl(avro: AvroConfig, subject: str) -> str:
                           f"{exc}", "table.schema_source") from None
 
 
-def resolve_table_schema(schema: str, source: str, *, value_format: str, envelope: str,
-                         topic: str, avro: AvroConfig, base_dir: Path) -> str:
+class _Table(Protocol):
+    @property
+    def schema_ddl(self) -> str: ...
+    @property
+    def schema_source(self) -> str: ...
+
+
+class _Kafka(Protocol):
+    @property
+    def value_format(self) -> str: ...
+    @property
+    def envelope(self) -> str: ...
+    @property
+    def topics(self) -> list[str]: ...
+
+
+def resolve_table_schema(table: _Table, kafka: _Kafka, avro: AvroConfig, base_dir: Path) -> str:
     """The DDL of the table schema the config describes, read once at load: ``table.schema``
     itself, the Avro schema it names (``avsc:``, ``registry:``), or with
     ``table.schema_source: registry`` and Avro values the latest version of the value subject
-    (``avro.subject``, default ``<topic>-value``). ``registry`` with values that carry no row
-    writer schema to follow (plain JSON, a change-event envelope) is a ConfigError."""
-    if source == "registry" and (value_format == "json" or envelope != "none"):
+    (``avro.subject``, default ``<first topic>-value``). ``registry`` with values that carry
+    no row writer schema to follow (plain JSON, a change-event envelope) is a ConfigError."""
+    if table.schema_source == "registry" and (kafka.value_format == "json" or kafka.envelope != "none"):
         raise ConfigError("registry: the table follows the writer schemas of Avro or Connect-JSON "
                           "values (kafka.value_format avro or connect_json, kafka.envelope none); "
                           "plain JSON and change-event envelopes keep table.schema (ddl)",
                           "table.schema_source")
-    if source == "registry" and value_format == "avro":
-        return subject_ddl(avro, avro.subject or f"{topic}-value")
-    return resolve_schema_source(schema, avro, base_dir)
+    if table.schema_source == "registry" and kafka.value_format == "avro":
+        return subject_ddl(avro, avro.subject or f"{kafka.topics[0]}-value")
+    return resolve_schema_source(table.schema_ddl, avro, base_dir)
