@@ -200,14 +200,19 @@ def _watch(config: SinkConfig, records: int, children: list[tuple[str, subproces
 
 
 def _stop(children: list[tuple[str, subprocess.Popen[bytes]]]) -> None:
-    for _, process in children:
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.send_signal(signal.SIGTERM)
-    for role, process in children:
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        _say(f"{role} stopped (exit {process.returncode})")
+    """The coordinator first, alone: while the participants still run it ends the open
+    instant and commits what they report (a leader's drain), so the stop leaves no
+    inflight instant and no rolled-back one; then the others."""
+    first = [child for child in children if child[0] == "coordinator"]
+    for group in (first, [child for child in children if child[0] != "coordinator"]):
+        for _, process in group:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.send_signal(signal.SIGTERM)
+        for role, process in group:
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            _say(f"{role} stopped (exit {process.returncode})")

@@ -31,6 +31,7 @@ from fastapi import APIRouter
 from hudi_sink.services.coordinator.commit_state import AbortReason, CommitState
 from hudi_sink.services.coordinator.committer import TableCommitter
 from hudi_sink.services.coordinator.disposal import StagedFileDisposal
+from hudi_sink.services.coordinator.drain import SHUTDOWN_ABORT_S, drain, drain_budget_s
 from hudi_sink.services.coordinator.election import LeaderElection
 from hudi_sink.services.coordinator.history import TransactionHistory, inflight_view
 from hudi_sink.services.coordinator.leadership import Leadership
@@ -68,10 +69,6 @@ from hudi_sink.shared.storage.backend import filesystem_for
 __all__ = ["CoordinatorService", "CoordinatorClients", "CoordinatorParts"]
 
 log = logging.getLogger("hudi_sink.coordinator")
-
-SHUTDOWN_ABORT_S = 15.0
-"""How long stopping waits to roll the open instant back (then the next leader does)."""
-
 
 @dataclass(frozen=True)
 class CoordinatorClients:
@@ -213,6 +210,13 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
                                            election=election)
         return self._running
 
+    async def on_stop(self, routines: list[asyncio.Task[Any]]) -> None:
+        """A leader drains while its leadership loop still runs (``.drain``): it ends the
+        open instant and commits what was reported, within its share of the budget."""
+        if self._parts is not None:
+            await drain(self._parts.driver,
+                        drain_budget_s(self.config.service.shutdown_timeout_ms / 1000))
+
     async def _abort_on_shutdown(self, driver: TransactionDriver) -> None:
         """Roll back the open, undecided instant so the table is left without an inflight
         instant; if that is not possible in time, the next leader rolls it back."""
@@ -226,8 +230,8 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
             log.warning("left open instant %s to the next leader: %s", state.instant, exc)
 
     async def close(self, running: CoordinatorClients | None) -> None:
-        """Roll back the open instant (never half-commit on the way out), leave the group so
-        a standby takes over at once, close clients."""
+        """Roll back an instant the drain could not decide in time (never half-commit on the
+        way out), leave the group so a standby takes over at once, close clients."""
         log.info("coordinator stopping")
         if self._parts is not None:
             await self._abort_on_shutdown(self._parts.driver)

@@ -1,9 +1,8 @@
 """One leader's transactions: RFC-32's instant life cycle, one step per call.
 
-``step`` is the whole protocol as a short script:
-  IDLE → start | STARTED and interval reached (or forced) → end |
-  ENDED and every partition answered → commit | ENDED and timed out → partial commit, keep
-  waiting, or abort | ENDED → re-send END to partitions that have not answered.
+``step`` is the whole protocol as a short script: IDLE → start (not while ``draining``) |
+  STARTED and interval reached (or forced) → end | ENDED and every partition answered → commit
+  | ENDED and timed out → partial commit, keep waiting, or abort | ENDED → re-send END to the silent.
 ``receive`` applies one participant message between steps and returns the replies. Leadership
 (election, epochs, recovery) is ``leadership``'s; this class starts at ``take_over`` and ends at
 ``stand_by``. Phases move only through ``COORDINATOR_TRANSITIONS``, and the open phases carry
@@ -100,6 +99,7 @@ class TransactionDriver:
         """A REST commit: (instant it is for, or None for "the next one", when asked)."""
         self._abort_request: str | None = None  # a REST abort's instant (never another one)
         self._waiting_logged_for: tuple[str, str] | None = None
+        self.draining = False  # stopping (services.coordinator.drain): start no new instant
         self._idle = IdleInstants(context.table, context.metrics, context.config.transaction, self.phase)
         self._status_checks = StatusChecks(context.committer, context.table, context.metrics)
         self.schemas = TableSchemas(context.config, context.schema, context.metrics)
@@ -215,7 +215,7 @@ class TransactionDriver:
         now = self._clock()
         match self.phase.now:
             case Closed(name=CoordinatorPhase.IDLE):  # a boundary: an offset change first
-                if await self.offsets.apply(self) is None:
+                if await self.offsets.apply(self) is None and not self.draining:
                     await self._start_transaction()
             case Open(txn=state) if self._take_abort_request(state.instant):
                 await self.abort(AbortReason.FORCED)

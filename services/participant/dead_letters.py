@@ -17,6 +17,7 @@ from hudi_sink.services.participant.decoded import KEY_PARTITION_MISMATCH, Rejec
 from hudi_sink.shared.kafka.dlq_headers import (
     CONNECT_CLASS_NAME,
     CONNECT_CONNECTOR_NAME,
+    CONNECT_ERRORS_PREFIX,
     CONNECT_EXCEPTION_CLASS,
     CONNECT_EXCEPTION_MESSAGE,
     CONNECT_EXCEPTION_STACKTRACE,
@@ -27,10 +28,13 @@ from hudi_sink.shared.kafka.dlq_headers import (
     CONNECT_TOPIC,
     HEADER_ERROR_CLASS,
     HEADER_ERROR_MESSAGE,
+    HEADER_HEADERS_TRUNCATED,
+    HEADER_ORIGINAL_PREFIX,
     HEADER_SOURCE_OFFSET,
     HEADER_SOURCE_PARTITION,
     HEADER_SOURCE_TIMESTAMP,
     HEADER_SOURCE_TOPIC,
+    MAX_COPIED_HEADER_BYTES,
     MAX_HEADER_CHARS,
     header_bytes,
     truncate_text,
@@ -39,6 +43,7 @@ from hudi_sink.shared.kafka.dlq_headers import (
 __all__ = [
     "ConnectContext",
     "DeadLetter",
+    "copied_headers",
     "parse_headers",
     "DLQ_HEADER_NAMES",
     "MAX_MESSAGE_CHARS",
@@ -58,6 +63,34 @@ DLQ_HEADER_NAMES = (
 #: Longest error message kept (characters), so one bad record cannot make a huge header.
 MAX_MESSAGE_CHARS = MAX_HEADER_CHARS
 
+Header = tuple[str, bytes | None]
+_RESERVED = ("hudi.sink.", CONNECT_ERRORS_PREFIX)
+
+
+def copied_headers(headers: Iterable[tuple[str, bytes | None]] | None,
+                   limit: int = MAX_COPIED_HEADER_BYTES) -> tuple[Header, ...]:
+    """The record's own headers as its letter carries them: a null value stays null (Kafka
+    tells it apart from an empty one), a name in our or Connect's namespace is renamed to
+    ``hudi.sink.original.<name>`` (a reader of the letter must not take the record's
+    ``hudi.sink.error.class`` for ours), and past ``limit`` bytes the rest are left out with
+    :data:`HEADER_HEADERS_TRUNCATED` saying how many."""
+    kept: list[Header] = []
+    used = dropped = dropped_bytes = 0
+    for name, value in headers or ():
+        name = str(name)
+        if name.startswith(_RESERVED):
+            name = HEADER_ORIGINAL_PREFIX + name
+        raw = None if value is None else bytes(value)
+        size = len(name.encode()) + len(raw or b"")
+        if dropped or used + size > limit:
+            dropped, dropped_bytes = dropped + 1, dropped_bytes + size
+            continue
+        kept.append((name, raw))
+        used += size
+    if dropped:
+        kept.append((HEADER_HEADERS_TRUNCATED, f"{dropped} headers, {dropped_bytes} bytes".encode()))
+    return tuple(kept)
+
 
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
@@ -75,9 +108,9 @@ class DeadLetter:
     value: bytes | None
     error_class: str
     message: str
-    source_headers: tuple[tuple[str, bytes], ...] = ()
-    """The record's own headers, written first (as Kafka Connect's DLQ keeps them), so a
-    letter replayed byte-for-byte carries them again; ours follow and win on a shared name."""
+    source_headers: tuple[Header, ...] = ()
+    """The record's own headers (:func:`copied_headers`), written first (as Kafka Connect's
+    DLQ keeps them), so a letter replayed byte-for-byte carries them again; ours follow."""
 
     @classmethod
     def from_rejected(
@@ -91,17 +124,17 @@ class DeadLetter:
         value: bytes | None,
         headers: Iterable[tuple[str, bytes | None]] | None = None,
     ) -> DeadLetter:
-        """Build the dead letter of a record the decoder rejected (key, value and headers
-        kept as-is)."""
+        """Build the dead letter of a record the decoder rejected (key and value kept as-is,
+        headers by :func:`copied_headers`)."""
         return cls(topic=topic, partition=partition, offset=offset, timestamp_ms=timestamp_ms,
                    key=key, value=value, error_class=rejected.error_class,
                    message=truncate_text(rejected.message),
-                   source_headers=tuple((str(k), bytes(v or b"")) for k, v in headers or ()))
+                   source_headers=copied_headers(headers))
 
-    def headers(self, connect: ConnectContext | None = None) -> list[tuple[str, bytes]]:
+    def headers(self, connect: ConnectContext | None = None) -> list[Header]:
         """Kafka headers: the record's own, ours (:data:`DLQ_HEADER_NAMES` order), then
         Kafka Connect's when ``connect`` is given."""
-        ours = [
+        ours: list[Header] = [
             (HEADER_SOURCE_TOPIC, header_bytes(self.topic)),
             (HEADER_SOURCE_PARTITION, str(self.partition).encode()),
             (HEADER_SOURCE_OFFSET, str(self.offset).encode()),

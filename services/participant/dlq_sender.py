@@ -193,6 +193,6 @@ class DeadLetterSender:
     @staticmethod
     def _size(letter: DeadLetter) -> int:
         return (len(letter.value or b"") + len(letter.key or b"") + _OVERHEAD
-                + sum(len(name) + len(value) for name, value in letter.source_headers))
+                + sum(len(name) + len(value or b"") for name, value in letter.source_headers))
 
 

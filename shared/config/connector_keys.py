@@ -19,8 +19,8 @@ status:
 
 A key not in the table is refused as unknown (with the closest known key as a suggestion),
 unless it is written as hudi-sink's own dotted key (``table.record_key_field``; Connect's
-``errors.tolerance`` and ``errors.deadletterqueue.*`` are such keys, read by the ``errors``
-section itself).
+``errors.tolerance``, ``errors.deadletterqueue.*`` and ``errors.log.*`` are such keys, read by
+the ``errors`` section itself).
 """
 
 from __future__ import annotations
@@ -104,8 +104,8 @@ _KEY_GENERATORS = {
 _NO_SYNC = ("hudi-sink syncs no catalog (Hive metastore, Glue, …): register the table with "
             "Hudi's sync tool or the catalog's own crawler; hoodie.meta.sync.enable=true is refused")
 
-_CONVERTER = ("JsonConverter/StringConverter → json (connect_json with schemas.enable=true), "
-              "AvroConverter → avro")
+_CONVERTER = ("JsonConverter → connect_json (json with schemas.enable=false), "
+              "StringConverter → json, AvroConverter → avro")
 
 KEYS: dict[str, KeyRule] = {
     # --- The RFC's keys (RFC-32, "Configurations") -------------------------------------------
@@ -184,7 +184,8 @@ KEYS: dict[str, KeyRule] = {
     # --- Hudi's write settings -----------------------------------------------------------------
     "hoodie.table.name": _mapped("table.name", origin="Hudi"),
     "hoodie.database.name": _mapped("table.database", origin="Hudi"),
-    "hoodie.base.path": _mapped("table.base_path", v.local_path, "file:///x → /x", origin="Hudi"),
+    "hoodie.base.path": _mapped("table.base_path", v.local_path, "file:///x, file:/x → /x",
+                                origin="Hudi"),
     "hoodie.table.type": _honoured(_TABLE_TYPE, "COPY_ON_WRITE: what hudi-sink writes; "
                                                 "MERGE_ON_READ is refused (not written yet)"),
     "hoodie.datasource.write.table.type": _honoured(
@@ -202,7 +203,9 @@ KEYS: dict[str, KeyRule] = {
         origin="Hudi"),
     "hoodie.datasource.write.keygenerator.class": _honoured(
         v.only(_KEY_GENERATORS), "the simple, complex and non-partitioned key generators: the "
-        "key is table.record_key_field (a:1,b:2 for several); others are refused"),
+        "key is table.record_key_field (a:1,b:2 for several); one contradicting the fields "
+        "(complex with one key field, simple with several, non-partitioned with a partition "
+        "field) and others are refused"),
     "hoodie.datasource.write.keygenerator.type": _honoured(
         v.only(_KEY_GENERATORS, fold_case=True), "SIMPLE, COMPLEX, NON_PARTITION"),
     "hoodie.parquet.compression.codec": _mapped("table.parquet_codec", v.codec, origin="Hudi"),
@@ -260,9 +263,6 @@ KEYS: dict[str, KeyRule] = {
     "key.converter.schemas.enable": _ignored("the Kafka key is not decoded (see key.converter)",
                                              "Connect"),
     "header.converter": _ignored("record headers are not decoded into the table", "Connect"),
-    **{key: _ignored("Connect's error log has no equivalent: hudi-sink's own log (log.*) and "
-                     "each dead letter's headers say what failed", "Connect")
-       for key in ("errors.log.enable", "errors.log.include.messages")},
     **{key: _ignored("a record that fails to decode is not retried (decoding is deterministic); "
                      "transient failures (storage, registry) retry within service.retry_timeout_ms",
                      "Connect")

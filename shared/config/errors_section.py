@@ -19,12 +19,42 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["ErrorsConfig", "DeadLetterQueueConfig", "CONNECT_TOLERANCE", "nest_dotted"]
+from hudi_sink.shared.errors import ConfigError
+
+__all__ = ["ErrorsConfig", "DeadLetterQueueConfig", "CONNECT_TOLERANCE", "nest_dotted",
+           "DLQ_NAME_KEY", "dlq_clash", "refuse_dlq_clash"]
 
 CONNECT_TOLERANCE = {"none": "fail", "all": "dlq"}
 """Kafka Connect's ``errors.tolerance`` values and the behaviour each names here: ``none``
 stops at the first bad record (a Connect task fails), ``all`` skips it to the dead-letter
 topic (Connect needs a DLQ topic name for that; here one always exists)."""
+
+
+DLQ_NAME_KEY = "errors.deadletterqueue.topic.name"
+
+
+def dlq_clash(dlq_topic: str, others: Mapping[str, str]) -> str | None:
+    """Why the dead-letter topic may not be ``dlq_topic``, or None. ``others`` maps each other
+    topic the sink reads or writes to what it is. A DLQ that is a data topic is read back and
+    its letters fail again (dead-lettered forever); one that is the control or a deletion topic
+    mixes letters into messages that mean something else there."""
+    role = others.get(dlq_topic)
+    if role is None:
+        return None
+    return (f"the dead-letter topic {dlq_topic!r} is also the sink's {role}: choose a topic "
+            "of its own (unset: <name>-dlq)")
+
+
+def refuse_dlq_clash(config: Any) -> None:
+    """:func:`dlq_clash` of a ``SinkConfig`` (typed ``Any``: that module imports this one) as
+    a ``ConfigError`` naming :data:`DLQ_NAME_KEY`."""
+    roles = {str(topic): "data topic (kafka.topics)" for topic in config.kafka.topics}
+    roles[str(config.control_topic)] = "control topic"
+    for topic in (config.deletion_topic, config.deletion_retry_topic, config.deletion_dlq_topic):
+        roles[str(topic)] = "deletion topic"
+    clash = dlq_clash(str(config.dlq_topic), roles)
+    if clash is not None:
+        raise ConfigError(clash, DLQ_NAME_KEY)
 
 
 class _Section(BaseModel):

@@ -98,15 +98,18 @@ def only(allowed: Mapping[str, str | None], *, fold_case: bool = False) -> Calla
 
 CONVERTERS: dict[str, str | None] = {
     "org.apache.kafka.connect.json.JsonConverter": None,  # value_format from schemas.enable
-    "org.apache.kafka.connect.storage.StringConverter": None,
+    "org.apache.kafka.connect.storage.StringConverter": "json",
     "io.confluent.connect.avro.AvroConverter": "avro",
 }
-"""Connect value converters and the ``kafka.value_format`` each means (None: ``json``, or
-``connect_json`` when ``value.converter.schemas.enable=true``)."""
+"""Connect value converters and the ``kafka.value_format`` each means. None: JsonConverter's
+format comes from ``value.converter.schemas.enable`` (``connect_json`` unless it is
+``false``, as Connect defaults it to ``true``: ``shared.config.seed``). StringConverter and
+AvroConverter ignore ``schemas.enable``, as Connect does."""
 
 
 def converter(value: str) -> str | None:
-    """``kafka.value_format`` of a Connect value converter (None: set by schemas.enable)."""
+    """``kafka.value_format`` of a Connect value converter (None: JsonConverter, set by
+    schemas.enable)."""
     if value.strip() not in CONVERTERS:
         raise ValueError(f"{value!r} is not supported (accepted: {', '.join(CONVERTERS)})")
     return CONVERTERS[value.strip()]
@@ -120,12 +123,19 @@ def user_info(value: str) -> dict[str, str]:
 
 
 def local_path(value: str) -> str:
-    """A base path; ``file:///tmp/t`` (how Hudi spells a local path) is the path ``/tmp/t``."""
+    """A base path; ``file:///tmp/t`` (how Hudi spells a local path) and ``file:/tmp/t`` (how
+    Hadoop's ``Path`` prints it) are the path ``/tmp/t``. Other ``file:`` forms (a host,
+    ``file://host/x``, or a relative ``file:x``) are refused: read as text they would become
+    a relative directory named ``file:…`` beside the config."""
     path = text(value)
-    if path.startswith("file://"):
-        path = path.removeprefix("file://")
-        if not path.startswith("/"):
-            raise ValueError(f"a file:// URI names an absolute path (file:///…), got {value!r}")
+    if path.startswith("file:"):
+        rest = path.removeprefix("file:")
+        if rest.startswith("///"):
+            return rest.removeprefix("//")
+        if rest.startswith("/") and not rest.startswith("//"):
+            return rest
+        raise ValueError(f"a file: URI names an absolute path (file:///x or file:/x), "
+                         f"got {value!r}")
     return path
 
 

@@ -23,11 +23,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from hudi_sink.shared.config.connector_keys import KEYS, KeyRule, Status, rule_for
+from hudi_sink.shared.config.errors_section import CONNECT_TOLERANCE
 from hudi_sink.shared.errors import ConfigError
 
 __all__ = ["OWN_SECTIONS", "KeyFate", "SeedTranslation", "translate"]
 
 KeyPath = tuple[str, ...]
+
+_JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
+_SCHEMAS_ENABLE = "value.converter.schemas.enable"
+_FORMAT: KeyPath = ("kafka", "value_format")
+_TOLERANCE: KeyPath = ("errors", "tolerance")
 
 OWN_SECTIONS = frozenset({"name", "kafka", "table", "transaction", "errors", "deletion", "admin",
                           "service", "spark", "maintenance", "avro", "log", "upsert"})
@@ -85,7 +91,10 @@ def _unknown(key: str) -> str:
 class _Reader:
     """One pass over the file's keys: the mapping, the origins, the fates and the problems."""
 
-    def __init__(self) -> None:
+    def __init__(self, properties: Mapping[str, str]) -> None:
+        self.converter = properties.get("value.converter", "").strip() or None
+        """The file's ``value.converter``: ``schemas.enable`` means something only with
+        JsonConverter, which Connect runs with ``schemas.enable=true`` unless told otherwise."""
         self.data: dict[str, Any] = {}
         self.origins: dict[KeyPath, str] = {}
         self.warnings: list[str] = []
@@ -109,7 +118,7 @@ class _Reader:
 
     def put(self, key: str, path: KeyPath, value: Any) -> None:
         earlier = self.origins.get(path)
-        if earlier is not None and earlier != key and _get(self.data, path) != value:
+        if earlier is not None and earlier != key and not _same(path, _get(self.data, path), value):
             self.problems.append((key, f"sets {'.'.join(path)} to {value!r}, which {earlier} "
                                        f"already set to {_get(self.data, path)!r}: keep one"))
             return
@@ -120,13 +129,21 @@ class _Reader:
             return
         self.origins[path] = key
 
+    def ignore(self, key: str, raw: str, reason: str) -> None:
+        self.warnings.append(f"{key} is ignored: {reason}")
+        self.fates.append(KeyFate(key, raw, "ignored", reason))
+
     def apply(self, key: str, raw: str, rule: KeyRule) -> None:
+        if key == _SCHEMAS_ENABLE and self.converter not in (None, _JSON_CONVERTER):
+            self.ignore(key, raw, f"schemas.enable applies only to {_JSON_CONVERTER}; "
+                                  f"value.converter is {self.converter}, which does not read it "
+                                  "(as in Kafka Connect)")
+            return
         if rule.status == "refused":
             self.refuse(key, raw, rule.reason)
             return
         if rule.status == "ignored":
-            self.warnings.append(f"{key} is ignored: {rule.reason}")
-            self.fates.append(KeyFate(key, raw, "ignored", rule.reason))
+            self.ignore(key, raw, rule.reason)
             return
         try:
             value = rule.convert(raw)
@@ -138,16 +155,56 @@ class _Reader:
                 for name, item in value.items():
                     self.put(key, (*path, name), item)
                 continue
-            if path == ("kafka", "value_format") and path in self.origins:
-                if value != "avro":
-                    continue  # JsonConverter leaves the format to schemas.enable
-                self.origins.pop(path)  # AvroConverter decides it, whatever schemas.enable said
             self.put(key, path, value)
         for path, implied_value in rule.also.items():
             self.implied[path] = (implied_value, key)
         detail = f"→ {rule.targets}" + (f" ({rule.reason})" if rule.reason else "")
         self.fates.append(KeyFate(key, raw, rule.status,
                                   detail if rule.status == "mapped" else rule.reason))
+
+
+_KEY_GENERATOR_KEYS = ("hoodie.datasource.write.keygenerator.class",
+                       "hoodie.datasource.write.keygenerator.type")
+
+
+def _key_generator_problem(properties: Mapping[str, str], data: Mapping[str, Any]) -> \
+        tuple[str, str] | None:
+    """A key generator that contradicts the key fields, as (its key, the reason).
+
+    hudi-sink writes the record key as the value of ``table.record_key_field`` for one field
+    and ``a:1,b:2`` for several: that is what SimpleKeyGenerator and ComplexKeyGenerator (with
+    several fields) write. ComplexKeyGenerator with one field writes ``id:1`` in Hudi, so it
+    is refused rather than written differently; a non-partitioned generator with a partition
+    field, and a simple one with several key fields, contradict themselves."""
+    for key in _KEY_GENERATOR_KEYS:
+        generator = properties.get(key, "").strip().rsplit(".", 1)[-1].upper()
+        if not generator:
+            continue
+        fields = str(_get(data, ("table", "record_key_field")) or "id").split(",")
+        partition = _get(data, ("table", "partition_field"))
+        if generator.startswith("NONPARTITIONED") or generator == "NON_PARTITION":
+            if partition:
+                return key, (f"a non-partitioned key generator with a partition field "
+                             f"({partition!r}): drop the partition path field, or use the "
+                             "simple or complex key generator")
+        elif generator.startswith("COMPLEX") and len(fields) == 1:
+            return key, ("the complex key generator with one key field writes keys as "
+                         "field:value (id:1); hudi-sink writes the bare value for one field, as "
+                         "the simple key generator does: use SimpleKeyGenerator (or list "
+                         "several key fields)")
+        elif generator.startswith("SIMPLE") and len(fields) > 1:
+            return key, (f"the simple key generator takes one key field, got {len(fields)}: "
+                         "use ComplexKeyGenerator for several")
+    return None
+
+
+def _same(path: KeyPath, earlier: Any, value: Any) -> bool:
+    """Two keys agree: ``errors.tolerance=all`` and ``hoodie.kafka.allow.commit.on.errors=true``
+    both mean ``dlq`` (Connect's values are read through ``CONNECT_TOLERANCE``)."""
+    if path == _TOLERANCE and isinstance(earlier, str) and isinstance(value, str):
+        return (CONNECT_TOLERANCE.get(earlier.strip().lower(), earlier)
+                == CONNECT_TOLERANCE.get(value.strip().lower(), value))
+    return bool(earlier == value)
 
 
 def _get(data: Mapping[str, Any], path: KeyPath) -> Any:
@@ -160,7 +217,7 @@ def _get(data: Mapping[str, Any], path: KeyPath) -> Any:
 def translate(properties: Mapping[str, str]) -> SeedTranslation:
     """Map the file's ``key=value`` pairs onto the YAML config by ``connector_keys.KEYS``;
     raises one ``ConfigError`` listing every problem, each naming the file's key."""
-    reader = _Reader()
+    reader = _Reader(properties)
     for key, raw in properties.items():
         rule = rule_for(key)
         if rule is not None:
@@ -169,9 +226,15 @@ def translate(properties: Mapping[str, str]) -> SeedTranslation:
             reader.own(key, raw)
         else:
             reader.refuse(key, raw, _unknown(key))
+    if reader.converter == _JSON_CONVERTER and _FORMAT not in reader.origins:
+        reader.put("value.converter", _FORMAT, "connect_json")  # Connect's schemas.enable=true
     for path, (value, key) in reader.implied.items():
         if path not in reader.origins:
             reader.put(key, path, value)
+    contradiction = _key_generator_problem(properties, reader.data)
+    if contradiction is not None:
+        reader.fates = [fate for fate in reader.fates if fate.key != contradiction[0]]
+        reader.refuse(contradiction[0], properties[contradiction[0]], contradiction[1])
     if reader.problems:
         first, message = reader.problems[0]
         others = len(reader.problems) - 1

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hudi_sink.shared.config.deprecated import deprecations
 from hudi_sink.shared.config.environment import deep_merge, env_overrides
-from hudi_sink.shared.config.errors_section import ErrorsConfig
+from hudi_sink.shared.config.errors_section import ErrorsConfig, refuse_dlq_clash
 from hudi_sink.shared.config.files import read_config_file
 from hudi_sink.shared.config.kafka_security import security_problems
 from hudi_sink.shared.config.keyed import UpsertConfig, delete_field_problem, mode_problems
@@ -346,14 +346,14 @@ def config_from_mapping(
     merged = deep_merge(dict(data), env_overrides(env))
     if overrides:
         merged = deep_merge(merged, overrides)
-    # Rules across keys, reported beside the model's own problems.
-    keyed = mode_problems(merged) + security_problems(merged, offline=offline)
+    keyed = mode_problems(merged) + security_problems(merged, offline=offline)  # across keys
     try:
         config = SinkConfig.model_validate(merged, context={"offline": offline})
     except ValidationError as exc:
         raise validation_problems(exc, SinkConfig, env, also=keyed) from None
     if keyed:
         raise ConfigError(keyed[0][1], keyed[0][0], problems=keyed)
+    refuse_dlq_clash(config)  # a DLQ that is another topic of the sink: ConfigError naming it
     base_path = Path(config.table.base_path)
     if not base_path.is_absolute() and "://" not in config.table.base_path:
         base_path = ((base_dir or Path.cwd()) / base_path).resolve()

@@ -16,6 +16,9 @@ __all__ = [
     "HEADER_ERROR_CLASS",
     "HEADER_ERROR_MESSAGE",
     "HEADER_VALUE_TRUNCATED",
+    "HEADER_ORIGINAL_PREFIX",
+    "HEADER_HEADERS_TRUNCATED",
+    "MAX_COPIED_HEADER_BYTES",
     "HEADER_ATTEMPT",
     "HEADER_DLQ_REASON",
     "HEADER_REPLAYED_FROM",
@@ -43,6 +46,16 @@ HEADER_ERROR_CLASS = "hudi.sink.error.class"
 HEADER_ERROR_MESSAGE = "hudi.sink.error.message"
 HEADER_VALUE_TRUNCATED = "hudi.sink.value.truncated"
 """On a data dead letter whose value was cut to fit the broker: the original size in bytes."""
+HEADER_ORIGINAL_PREFIX = "hudi.sink.original."
+"""A record's own header in our or Connect's namespace (``hudi.sink.*``, ``__connect.errors.*``)
+is copied into its letter under this prefix, so the only headers of those names on a letter
+are the ones that describe this failure."""
+HEADER_HEADERS_TRUNCATED = "hudi.sink.headers.truncated"
+"""On a data dead letter whose record's headers were cut to :data:`MAX_COPIED_HEADER_BYTES`:
+how many of them were left out, and their bytes (``<count> headers, <bytes> bytes``)."""
+MAX_COPIED_HEADER_BYTES = 64 * 1024
+"""Most bytes (names and values) of a record's own headers copied into its letter, so a record
+with huge headers still makes a letter the broker takes."""
 HEADER_ATTEMPT = "hudi.sink.deletion.attempt"
 HEADER_DLQ_REASON = "hudi.sink.deletion.dlq.reason"
 HEADER_REPLAYED_FROM = "hudi.sink.deletion.replayed.from"

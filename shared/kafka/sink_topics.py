@@ -18,6 +18,13 @@ logged with the same explanation (:func:`not_enough_replicas_hint`).
 The topic's ``min.insync.replicas`` comes from DescribeConfigs (the topic's own value or the
 broker default it inherits). A cluster that does not answer it (no DESCRIBE_CONFIGS ACL, a
 development broker that returns no entries) leaves the check out, logged.
+
+The same answer gives ``cleanup.policy``: the DLQ and the deletion topics hold one message per
+letter or intent under keys that repeat (a record's Kafka key, a file's path), and their
+offsets are committed once sent; a compacted topic would keep only the last message of a key,
+so a letter or an intent would vanish after the sink had counted it delivered. Such a topic
+(``compact``, or ``compact,delete``) is refused at start naming it. The DLQ's ``retention.ms``
+is logged: letters older than it are deleted by the broker, read or not.
 """
 
 from __future__ import annotations
@@ -30,16 +37,20 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaError, NotEnoughReplicasAfterAppendError, NotEnoughReplicasError
 
+from hudi_sink.shared.config.errors_section import DLQ_NAME_KEY
 from hudi_sink.shared.config.settings import SinkConfig
 from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.kafka.connection import TopicAdmin
 
-__all__ = ["ensure_sink_topics", "replica_shortfalls", "check_min_insync", "min_insync_of",
-           "not_enough_replicas_hint", "missing_topics_message"]
+__all__ = ["ensure_sink_topics", "replica_shortfalls", "check_topic_configs", "min_insync_of",
+           "topic_configs_of", "compacted_topics", "not_enough_replicas_hint",
+           "missing_topics_message"]
 
 log = logging.getLogger("hudi_sink.kafka.topics")
 
 _MIN_INSYNC = "min.insync.replicas"
+_CLEANUP = "cleanup.policy"
+_RETENTION = "retention.ms"
 
 
 def replica_shortfalls(replicas: Mapping[str, int], min_insync: Mapping[str, int]) -> list[str]:
@@ -54,38 +65,74 @@ def replica_shortfalls(replicas: Mapping[str, int], min_insync: Mapping[str, int
     ]
 
 
-def min_insync_of(responses: list[Any]) -> dict[str, int]:
-    """Topic -> ``min.insync.replicas`` from DescribeConfigs responses (any version); a
-    resource answered with an error, or without the entry, is left out."""
-    found: dict[str, int] = {}
+def topic_configs_of(responses: list[Any]) -> dict[str, dict[str, str]]:
+    """Topic -> {config name: value} from DescribeConfigs responses (any version); a resource
+    answered with an error, or an entry without a value, is left out."""
+    found: dict[str, dict[str, str]] = {}
     for response in responses:
         for error_code, _message, _type, name, entries in (r[:5] for r in response.resources):
             if error_code != 0:
                 continue
             for entry in entries:
-                if entry[0] == _MIN_INSYNC and entry[1] is not None:
-                    found[name] = int(entry[1])
+                if entry[1] is not None:
+                    found.setdefault(name, {})[entry[0]] = str(entry[1])
     return found
 
 
-async def check_min_insync(admin: AIOKafkaAdminClient, topics: list[str]) -> list[str]:
-    """:func:`replica_shortfalls` of ``topics`` as the cluster describes them (their replica
-    counts from all-topics metadata, which never creates a topic)."""
+def min_insync_of(responses: list[Any]) -> dict[str, int]:
+    """Topic -> ``min.insync.replicas`` from DescribeConfigs responses; a resource answered
+    with an error, or without the entry, is left out."""
+    return {topic: int(configs[_MIN_INSYNC])
+            for topic, configs in topic_configs_of(responses).items() if _MIN_INSYNC in configs}
+
+
+def compacted_topics(configs: Mapping[str, Mapping[str, str]],
+                     kept: Mapping[str, tuple[str, str]]) -> list[tuple[str, str]]:
+    """(config key, line) for each topic of ``kept`` (topic -> what it holds, the key that
+    names it) whose ``cleanup.policy`` compacts: its messages would be dropped by key after
+    their offsets were committed."""
+    lines = []
+    for topic, (holds, key) in kept.items():
+        policy = configs.get(topic, {}).get(_CLEANUP, "")
+        if "compact" in {part.strip().lower() for part in policy.split(",")}:
+            lines.append((key, f"topic {topic!r} has cleanup.policy={policy}: compaction keeps only the "
+                         f"last message of each key, so {holds} would be lost after the sink "
+                         f"committed them. Set its cleanup.policy=delete, or delete it and let "
+                         "the sink create it"))
+    return lines
+
+
+async def check_topic_configs(admin: AIOKafkaAdminClient, topics: list[str],
+                              kept: Mapping[str, tuple[str, str]],
+                              dlq_topic: str) -> list[tuple[str, str]]:
+    """:func:`replica_shortfalls` and :func:`compacted_topics` of ``topics`` as the cluster
+    describes them (replica counts from all-topics metadata, which never creates a topic);
+    logs the DLQ's ``retention.ms``. (config key, line) for each problem; nothing is judged
+    when the cluster does not answer."""
     replicas: dict[str, int] = {}
     for entry in await admin.describe_topics(None):
         if entry["topic"] in topics and entry["partitions"]:
             replicas[entry["topic"]] = min(len(p["replicas"]) for p in entry["partitions"])
-    resources = [ConfigResource(ConfigResourceType.TOPIC, topic, {_MIN_INSYNC: None})
-                 for topic in replicas]
+    names = {_MIN_INSYNC: None, _CLEANUP: None, _RETENTION: None}
+    resources = [ConfigResource(ConfigResourceType.TOPIC, topic, dict(names)) for topic in replicas]
     try:
-        found = min_insync_of(await admin.describe_configs(resources)) if resources else {}
+        responses = await admin.describe_configs(resources) if resources else []
     except (KafkaError, OSError, ValueError) as exc:
-        log.info("min.insync.replicas of the sink's topics not checked: %r", exc)
+        log.info("min.insync.replicas and cleanup.policy of the sink's topics not checked: %r",
+                 exc)
         return []
+    configs = topic_configs_of(responses)
+    found = min_insync_of(responses)
     if len(found) < len(replicas):
         log.info("min.insync.replicas not reported for %s: not checked",
                  sorted(set(replicas) - set(found)))
-    return replica_shortfalls(replicas, found)
+    retention = configs.get(dlq_topic, {}).get(_RETENTION)
+    if retention is not None:
+        log.info("dead-letter topic %s keeps letters for retention.ms=%s%s", dlq_topic, retention,
+                 " (forever)" if retention == "-1" else "")
+    shortfalls = [("kafka.replication_factor", line)
+                  for line in replica_shortfalls(replicas, found)]
+    return shortfalls + compacted_topics(configs, kept)
 
 
 def missing_topics_message(missing: Mapping[str, str]) -> str:
@@ -135,7 +182,10 @@ async def ensure_sink_topics(config: SinkConfig) -> None:
         deletion = await admin.ensure_topic(config.deletion_topic, config.deletion.partitions)
         await admin.ensure_topic(config.deletion_retry_topic, deletion)
         await admin.ensure_topic(config.deletion_dlq_topic, 1)
-        shortfalls = await check_min_insync(admin.admin, list(wanted))
-        if shortfalls:
-            raise ConfigError("; ".join(shortfalls), "kafka.replication_factor",
-                              problems=[("kafka.replication_factor", s) for s in shortfalls])
+        kept = {config.dlq_topic: ("dead letters", DLQ_NAME_KEY),
+                **{topic: ("deletion intents", "deletion") for topic in (
+                    config.deletion_topic, config.deletion_retry_topic, config.deletion_dlq_topic)}}
+        problems = await check_topic_configs(admin.admin, list(wanted), kept, config.dlq_topic)
+        if problems:
+            raise ConfigError("; ".join(line for _, line in problems), problems[0][0],
+                              problems=problems)

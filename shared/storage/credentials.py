@@ -37,7 +37,8 @@ from pathlib import Path
 from hudi_sink.shared.errors import ConfigError
 
 __all__ = ["resolve_options", "is_credentials_lookup_failure", "no_credentials", "half_pair",
-           "PROFILE_OPTION", "needs_metadata_service", "probe_metadata_service"]
+           "PROFILE_OPTION", "needs_metadata_service", "probe_metadata_service",
+           "credential_source"]
 
 PROFILE_OPTION = "aws_profile"
 """An option naming the profile (``--storage-option aws_profile=prod``); not an object_store
@@ -53,6 +54,18 @@ _ENV_FOR = {
     "aws_endpoint_url": ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT"),
 }
 """object_store option → the variables that set it (a profile never overrides them)."""
+_ALIASES = {
+    _KEY_ID: (_KEY_ID, "access_key_id"),
+    _SECRET: (_SECRET, "secret_access_key"),
+    _TOKEN: (_TOKEN, "aws_token", "session_token", "token"),
+    "aws_region": ("aws_region", "region", "aws_default_region", "default_region"),
+    "aws_endpoint_url": ("aws_endpoint_url", "aws_endpoint", "endpoint_url", "endpoint",
+                         "aws_endpoint_url_s3"),
+}
+"""object_store option → every spelling object_store reads as it (``AmazonS3ConfigKey``), so
+``endpoint`` given in the options counts as an endpoint and a profile's ``endpoint_url`` is
+not added beside it as ``aws_endpoint_url`` (two keys, one silently winning). Regions count as
+one: object_store takes ``default_region`` when ``region`` is unset."""
 _AMBIENT = ("AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
             "AWS_CONTAINER_CREDENTIALS_FULL_URI")
 """Variables of the credential sources that come before the implicit default profile."""
@@ -84,8 +97,13 @@ def _read_profile(environ: Mapping[str, str], profile: str) -> tuple[dict[str, s
     return settings, found
 
 
+def _given(options: Mapping[str, str], option: str) -> str | None:
+    """The value ``options`` give ``option`` under any of its spellings (first one set)."""
+    return next((options[a] for a in _ALIASES.get(option, (option,)) if options.get(a)), None)
+
+
 def _is_set(options: Mapping[str, str], environ: Mapping[str, str], option: str) -> bool:
-    return bool(options.get(option)) or any(environ.get(v) for v in _ENV_FOR.get(option, ()))
+    return bool(_given(options, option)) or any(environ.get(v) for v in _ENV_FOR.get(option, ()))
 
 
 def resolve_options(scheme: str, options: Mapping[str, str],
@@ -122,6 +140,34 @@ def resolve_options(scheme: str, options: Mapping[str, str],
         if settings.get(setting) and not _is_set(resolved, env, option):
             resolved[option] = settings[setting]
     return resolved
+
+
+def credential_source(scheme: str, options: Mapping[str, str],
+                      environ: Mapping[str, str] | None = None) -> str:
+    """Which credentials and endpoint an ``s3://`` store uses, for the log at start (never a
+    key or secret): an operator whose writes go to the wrong account or endpoint sees why."""
+    env = os.environ if environ is None else environ
+    if scheme != "s3":
+        return f"{scheme}: credentials as object_store reads them"
+    given = {k.lower(): str(v) for k, v in options.items()}
+    resolved = resolve_options(scheme, given, env)
+    profile = (given.get(PROFILE_OPTION) or env.get("AWS_PROFILE")
+               or env.get("AWS_DEFAULT_PROFILE") or "default")
+    if _given(given, _KEY_ID):
+        source = "the storage options (aws_access_key_id)"
+    elif any(env.get(v) for v in _ENV_FOR[_KEY_ID]):
+        source = "the environment (AWS_ACCESS_KEY_ID)"
+    elif _given(resolved, _KEY_ID):
+        source = f"AWS profile {profile!r}"
+    elif any(env.get(v) for v in _AMBIENT):
+        source = "web identity / container credentials (" + ", ".join(
+            v for v in _AMBIENT if env.get(v)) + ")"
+    else:
+        source = "the instance metadata service (nothing else gave any)"
+    endpoint = (_given(resolved, "aws_endpoint_url")
+                or next((env[v] for v in _ENV_FOR["aws_endpoint_url"] if env.get(v)), None)
+                or "AWS's endpoint of the region")
+    return f"credentials from {source}; endpoint {endpoint}"
 
 
 def needs_metadata_service(scheme: str, options: Mapping[str, str],

@@ -5,6 +5,7 @@ client options (:mod:`shared.storage.object_store` opens the store with them).
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from typing import Any
 
 from obstore.store import from_url
 
-from hudi_sink.shared.storage.credentials import resolve_options
+from hudi_sink.shared.storage.credentials import credential_source, resolve_options
 
 __all__ = [
     "OBJECT_STORE_SCHEMES",
@@ -25,6 +26,11 @@ __all__ = [
 ]
 
 _SLASHES = re.compile(r"/{2,}")
+
+log = logging.getLogger("hudi_sink.storage")
+_LOGGED: set[tuple[str, str]] = set()
+"""(root, source) already logged: a service opens its table's store more than once, and the
+start-up line says once where its credentials come from."""
 
 OBJECT_STORE_SCHEMES = ("s3", "gs", "az", "abfs", "abfss")
 """Schemes served by ``shared.storage.object_store.ObjectStoreFileSystem`` (only ``s3`` is tested)."""
@@ -113,6 +119,10 @@ def reader_storage_options(scheme: str, options: Mapping[str, str],
 def open_store(location: StoreLocation, options: Mapping[str, str]) -> Any:
     """The obstore store of ``location``: ``options`` completed with the credentials
     ``shared.storage.credentials`` resolves (object_store reads the environment itself)."""
+    source = credential_source(location.scheme, options)
+    if (location.root, source) not in _LOGGED:
+        _LOGGED.add((location.root, source))
+        log.info("%s: %s", location.root, source)
     options = resolve_options(location.scheme, options)
     config, client = split_storage_options(location.scheme, options)
     make: Any = from_url  # its overloads type each scheme's config; ours is checked at runtime

@@ -144,7 +144,8 @@ def test_a_participant_logs_its_spark_connect_master_without_the_token(
 def test_hudi_sink_dev_refuses_cross_origin_posts(tmp_path: Path) -> None:
     """The real ``hudi-sink dev`` (its own embedded broker, coordinator, participant and
     deleter processes, no token): a page's ``text/plain`` POST and a rebound ``Host`` are
-    refused and change nothing; curl's POST ends the open transaction."""
+    refused and change nothing; curl's POST ends the open transaction; Ctrl-C leaves no
+    inflight and no rolled-back instant."""
     config = tmp_path / "dev.yaml"
     config.write_text(yaml.safe_dump({
         **DEFAULT_DEV_CONFIG, "name": "devorigin",
@@ -180,7 +181,16 @@ def test_hudi_sink_dev_refuses_cross_origin_posts(tmp_path: Path) -> None:
         accepted = HTTP.post(f"{url}/transactions/commit")  # curl: no Origin
         assert accepted.status_code == 202
         assert accepted.json()["commit_time"] == current["commit_time"]
+        eventually(lambda: "all 10 records committed" in out.read_text(), 240, "the demo's records")
+        eventually(lambda: HTTP.get(f"{url}/transactions/current").json()["phase"] == "started",
+                   60, "the next instant open")  # what Ctrl-C finds
     finally:
         dev.send_signal(signal.SIGINT)
         dev.wait(timeout=150)
     assert dev.returncode == 0, out.read_text()[-3000:]
+    # The stop drained the open instant (the coordinator first, while the participant ran):
+    # nothing inflight, nothing rolled back.
+    shown = subprocess.run([HUDI_SINK, "table", "show", "--path", ".hudi-sink-dev/warehouse/orders"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "10 records" in shown.stdout, shown.stdout + shown.stderr
+    assert "inflight" not in shown.stdout and "rolled_back" not in shown.stdout, shown.stdout

@@ -10,6 +10,7 @@ from obstore.exceptions import GenericError
 
 from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.storage.credentials import (
+    credential_source,
     half_pair,
     is_credentials_lookup_failure,
     needs_metadata_service,
@@ -162,3 +163,41 @@ def test_the_probe_says_why_the_metadata_service_gave_nothing() -> None:
         port = closed.getsockname()[1]  # bound, not listening: refused
         why = probe_metadata_service({"AWS_METADATA_ENDPOINT": f"http://127.0.0.1:{port}"})
     assert why is not None and "did not answer within 1 s" in why
+
+
+@pytest.mark.parametrize(("given", "kept"), [
+    ({"access_key_id": "mine", "secret_access_key": "mine-too"}, None),  # no profile keys at all
+    ({"endpoint": "http://local:9000"}, "aws_endpoint_url"),
+    ({"aws_endpoint": "http://local:9000"}, "aws_endpoint_url"),
+    ({"region": "ap-south-1"}, "aws_region"),
+    ({"default_region": "ap-south-1"}, "aws_region"),
+    ({"token": "t"}, "aws_session_token"),
+])
+def test_object_store_aliases_count_as_set_so_a_profile_adds_no_duplicate(
+        aws_home: dict[str, str], given: dict[str, str], kept: str | None) -> None:
+    resolved = resolve_options("s3", given, {**aws_home, "AWS_PROFILE": "prod"})
+    if kept is None:
+        assert resolved == given  # the pair given under object_store's other names
+    else:
+        assert kept not in resolved and resolved["aws_access_key_id"] == "prod-id"
+        assert {k: resolved[k] for k in given} == given
+    assert half_pair({"access_key_id": "a", "secret_access_key": "b"}, {}) is None
+
+
+def test_the_credential_source_and_endpoint_are_named_never_the_secret(
+        aws_home: dict[str, str]) -> None:
+    prod = {**aws_home, "AWS_PROFILE": "prod"}
+    assert credential_source("s3", {}, prod) == (
+        "credentials from AWS profile 'prod'; endpoint http://minio:9000")
+    line = credential_source("s3", {"secret_access_key": "s3cret", "access_key_id": "id",
+                                    "endpoint": "http://local:9000"}, prod)
+    assert line == "credentials from the storage options (aws_access_key_id); endpoint http://local:9000"
+    env = {"AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "s3cret"}
+    assert "s3cret" not in credential_source("s3", {}, env)
+    assert credential_source("s3", {}, env).startswith("credentials from the environment")
+    irsa = {"AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/token"}
+    assert "web identity" in credential_source("s3", {}, irsa)
+    assert credential_source("s3", {}, {"AWS_CONFIG_FILE": "/nonexistent",
+                                        "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"}) == (
+        "credentials from the instance metadata service (nothing else gave any); "
+        "endpoint AWS's endpoint of the region")

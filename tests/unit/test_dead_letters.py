@@ -1,4 +1,5 @@
-"""Dead letters: original bytes untouched, provenance and reason in the agreed headers."""
+"""Dead letters: original bytes untouched, provenance and reason in the agreed headers, the
+record's own headers copied (nulls kept, our namespaces renamed, capped)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from hudi_sink.services.participant.dead_letters import (
     DLQ_HEADER_NAMES,
     MAX_MESSAGE_CHARS,
     DeadLetter,
+    copied_headers,
     parse_headers,
 )
 from hudi_sink.services.participant.decoded import Rejected
 from hudi_sink.services.participant.decoder import RecordDecoder
 from hudi_sink.shared.config.settings import TableConfig
+from hudi_sink.shared.kafka.dlq_headers import MAX_COPIED_HEADER_BYTES
 
 ORDERS = TableConfig(
         schema="id STRING, ts TIMESTAMP, country STRING, amount DOUBLE, qty BIGINT, ok BOOLEAN, "
@@ -149,3 +152,31 @@ def test_headers_round_trip(
         assert shown == message
     else:
         assert shown == message[: MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def test_the_records_own_headers_are_copied_null_kept_ours_renamed() -> None:
+    """A null header stays null; a record's own ``hudi.sink.*`` / ``__connect.errors.*`` header
+    is kept under ``hudi.sink.original.``, so the letter's names of those namespaces are only
+    the ones describing this failure."""
+    own = [("trace", b"t-1"), ("flag", None), ("empty", b""),
+           ("hudi.sink.error.class", b"Forged"), ("__connect.errors.topic", b"elsewhere")]
+    letter = DeadLetter.from_rejected(Rejected("InvalidJson", "bad"), "orders", 0, 7, 1, None,
+                                      b"v", headers=own)
+    headers = letter.headers()
+    assert headers[:5] == [("trace", b"t-1"), ("flag", None), ("empty", b""),
+                           ("hudi.sink.original.hudi.sink.error.class", b"Forged"),
+                           ("hudi.sink.original.__connect.errors.topic", b"elsewhere")]
+    assert [value for name, value in headers if name == "hudi.sink.error.class"] == [b"InvalidJson"]
+    assert not any(name.startswith("__connect.errors.") for name, _ in headers)
+
+
+def test_the_records_headers_are_capped_with_a_marker() -> None:
+    own = [(f"h{i}", b"x" * 1000) for i in range(100)]  # ~100 KiB
+    copied = copied_headers(own)
+    assert sum(len(n) + len(v or b"") for n, v in copied[:-1]) <= MAX_COPIED_HEADER_BYTES
+    assert copied[:-1] == tuple(own[: len(copied) - 1])  # a prefix, in order
+    kept = len(copied) - 1
+    assert copied[-1] == ("hudi.sink.headers.truncated",
+                          f"{100 - kept} headers, {sum(len(n) + 1000 for n, _ in own[kept:])} "
+                          "bytes".encode())
+    assert copied_headers(own[:3]) == tuple(own[:3])  # under the cap: no marker
