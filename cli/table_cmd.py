@@ -9,7 +9,8 @@ retained history it exits 2, where hudi-rs would silently return what is left.
 
 A commit's ``records`` are the records it applied (inserts, updates, deletes); ``rows_written``
 counts the rows of the files it wrote, which include the rows a new slice of a file group
-carries over from the previous one.
+carries over from the previous one. A commit that evolved the table's schema lists its
+``schema_changes`` (``added coupon STRING``, ``widened qty INT -> BIGINT``).
 """
 
 from __future__ import annotations
@@ -214,6 +215,8 @@ def _print_history(history: list[dict[str, Any]]) -> None:
         print(f"{h['commit_time']:<18} {h['kind']:<13} {h['state']:<12} "
               f"{h.get('records', ''):>9} {h.get('files', ''):>6}  "
               f"{h.get('offsets') or h.get('detail') or h.get('reason', '')}")
+        if h.get("schema_changes"):
+            print(f"{'':<18} schema: {'; '.join(h['schema_changes'])}")
         if "offsets_set" in h:  # an operator's offset change: what and why
             changed = ", ".join(f"{key} {span['from'] if span['from'] is not None else '-'} -> "
                                 f"{span['to']}" for key, span in h["offsets_set"].items())

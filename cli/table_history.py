@@ -35,6 +35,7 @@ from hudi_sink.shared.hudi.replace import ReplaceTimeline, replaced_groups
 from hudi_sink.shared.hudi.sink_log import SinkLog
 from hudi_sink.shared.hudi.sink_log_state import EntryKind
 from hudi_sink.shared.hudi.table import HudiTable
+from hudi_sink.shared.schema.evolution import CHANGES_KEY
 
 __all__ = ["history_rows", "commit_row", "INGESTION", "CLUSTERING", "CLEAN", "ARCHIVE"]
 
@@ -65,6 +66,8 @@ def commit_row(metadata: dict[str, Any]) -> dict[str, Any]:
         "bytes": sum(int(s.get("fileSizeInBytes", 0)) for s in stats),
         "offsets": extra.get(KAFKA_COMMIT_OFFSETS_KEY, ""),
         "dlq": int(extra.get("hudi.sink.records.dlq", 0) or 0),
+        # Schema evolution: the columns this commit added or widened (none: no key).
+        **({"schema_changes": changes.split("; ")} if (changes := extra.get(CHANGES_KEY)) else {}),
         **({"offsets_set": change["changes"], "set_by": change["set_by"],
             "reason": change["reason"]} if (change := describe_change(extra)) else {}),
     }

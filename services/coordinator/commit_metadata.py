@@ -45,7 +45,7 @@ class PlannedCommit:
 def plan_commit(
     state: CommitState,
     *,
-    schema_json: str,
+    schema: Mapping[str, str],
     sink_name: str,
     topics: list[str],
     unconfigured_offsets: Mapping[PartitionKey, int],
@@ -53,7 +53,8 @@ def plan_commit(
 ) -> PlannedCommit:
     """The commit of ``state``: files and counters of every accepted status.
 
-    ``unconfigured_offsets`` are offsets of topics no longer configured (from the previous
+    ``schema`` is the table schema's entries of ``extraMetadata`` (``schema``, the Avro
+    schema, at least). ``unconfigured_offsets`` are offsets of topics no longer configured (from the previous
     commit): they are stored again unchanged, so removing a topic and adding it back later
     resumes where it stopped instead of re-ingesting it from offset 0."""
     stats: list[WriteStat] = []
@@ -84,7 +85,7 @@ def plan_commit(
     offsets = {**unconfigured_offsets, **state.next_offsets()}
     carried = state.carried()
     extra = {
-        "schema": schema_json,
+        **schema,
         **offsets_metadata(offsets, topics),
         "hudi.sink.name": sink_name,
         "hudi.sink.coordinator.epoch": str(state.epoch),

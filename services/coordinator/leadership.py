@@ -147,6 +147,7 @@ class Leadership:
                     metadata.get("extraMetadata") or {}, list(self._ctx.config.kafka.topics))
             except TableFormatError as exc:  # the topic set cannot be matched to the table
                 raise ConfigError(str(exc), key="kafka.topics") from exc
+        self._driver.schemas.adopt(metadata.get("extraMetadata") if metadata is not None else None)
         latest = await asyncio.to_thread(self._ctx.table.latest_instant_time)
         await self._observe_table_commit(every_s=0)
         self._ctx.metrics.leadership(True, epoch)

@@ -36,6 +36,7 @@ from hudi_sink.shared.errors import HudiSinkError
 from hudi_sink.shared.hudi.offset_change import OffsetChange, change_metadata
 from hudi_sink.shared.hudi.table import HudiTable
 from hudi_sink.shared.kafka.partition_key import PartitionKey, offsets_by_text, offsets_text
+from hudi_sink.shared.schema.evolution import DDL_KEY
 
 __all__ = ["OffsetRequests", "new_request_id"]
 
@@ -122,6 +123,8 @@ class OffsetRequests:
                 schema_json=str(extra.get("schema") or self._schema_json()),
                 epoch=self._committer.epoch, sink_name=self._config.name,
                 operation="UPSERT" if self._config.table.write_mode == "upsert" else "INSERT")
+            if isinstance(extra.get(DDL_KEY), str):  # the evolved table schema stays the table's
+                metadata["extraMetadata"][DDL_KEY] = extra[DDL_KEY]
             await asyncio.to_thread(self._committer.commit, instant, metadata, [])
         finally:
             driver.starting = None

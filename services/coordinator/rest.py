@@ -58,6 +58,10 @@ class TransactionControl(Protocol):
 
     def request_abort(self) -> str | None: ...
 
+    def schema_view(self) -> dict[str, Any]:
+        """Blocking (table reads): the routes call it in a worker thread."""
+        ...
+
 
 def _not_leader(leader: dict[str, Any]) -> JSONResponse:
     """A standby's 409, naming the leader (its admin URL when it has one)."""
@@ -82,6 +86,12 @@ def build_router(service: TransactionControl) -> APIRouter:
         if inflight is not None:
             views = [v for v in views if v.commit_time != inflight.commit_time] + [inflight]
         return sorted(views, key=lambda v: v.commit_time, reverse=True)[:limit]
+
+    @router.get("/schema")
+    async def schema() -> dict[str, Any]:
+        """The table's current schema (the latest commit's: DDL and Avro), where it comes
+        from (``table.schema_source``) and changes the next commit makes."""
+        return await asyncio.to_thread(service.schema_view)
 
     def on_leader(command: Callable[[], str | None], answer: Callable[[str | None], Any]) -> Any:
         """Run a transaction command on the leader; a standby answers 409 naming the leader."""

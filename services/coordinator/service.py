@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import socket
 import time
@@ -62,6 +63,7 @@ from hudi_sink.shared.kafka.protocol import Role, Sender
 from hudi_sink.shared.runtime.faults import Faults
 from hudi_sink.shared.runtime.lifecycle import ServiceShell, kafka_prelude
 from hudi_sink.shared.runtime.states import CoordinatorPhase
+from hudi_sink.shared.schema.evolution import DDL_KEY
 from hudi_sink.shared.storage.backend import filesystem_for
 
 __all__ = ["CoordinatorService", "CoordinatorClients", "CoordinatorParts"]
@@ -193,6 +195,10 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
         # Deletion intents, now that we can send them; their backlog shows a missing deleter.
         parts = self.assemble(KafkaDisposal(intents, asyncio.get_running_loop(), cfg))
         await asyncio.to_thread(parts.committer.refresh)
+        # A table.schema the table cannot follow exits 2 here, naming the column (a leader
+        # adopts the latest commit's schema again when it takes over).
+        latest = await asyncio.to_thread(self._table.latest_commit_metadata)
+        parts.driver.schemas.adopt(latest.get("extraMetadata") if latest is not None else None)
         self._backlog = DeletionBacklog(cfg, intents, self.metrics)
         channel = await self._factory.channel(self.sender, producer, self._faults, self.metrics)
         election = LeaderElection(
@@ -287,6 +293,18 @@ class CoordinatorService(ServiceShell[CoordinatorClients]):
     def inflight_view(self) -> TransactionView | None:
         state = None if self._parts is None else self._parts.driver.current
         return None if state is None else inflight_view(state, self._clock())
+
+    def schema_view(self) -> dict[str, Any]:
+        """The table's schema as its latest commit holds it (blocking: a table read)."""
+        metadata = self._table.latest_commit_metadata()
+        extra = (metadata or {}).get("extraMetadata") or {}
+        schemas = self._parts.driver.schemas if self._parts is not None else None
+        config = self.config.table
+        ddl = extra.get(DDL_KEY) or (schemas.ddl if schemas is not None else config.schema_ddl)
+        avro = extra.get("schema") or config.table_schema(ddl).avro_schema_json()
+        return {"source": config.schema_source, "ddl": ddl, "avro": json.loads(avro),
+                "commit_time": next(reversed(self._table.completed_commits()), None),
+                "pending_changes": list(schemas.pending) if schemas is not None else []}
 
     def transaction_views(self, limit: int) -> list[TransactionView]:
         """The newest transactions (blocking table reads: call from a worker thread)."""

@@ -27,6 +27,7 @@ from hudi_sink.services.coordinator.instants import reserve_instant
 from hudi_sink.services.coordinator.offset_requests import OffsetRequests
 from hudi_sink.services.coordinator.phase import UNDECIDED_PHASES, Closed, Open, PhaseMachine
 from hudi_sink.services.coordinator.status_checks import StatusChecks
+from hudi_sink.services.coordinator.table_schemas import TableSchemas
 from hudi_sink.services.coordinator.views import TransactionView
 from hudi_sink.shared.config.settings import SinkConfig
 from hudi_sink.shared.hudi.table import HudiTable
@@ -43,6 +44,7 @@ from hudi_sink.shared.kafka.protocol import (
 )
 from hudi_sink.shared.runtime.metrics import Metrics
 from hudi_sink.shared.runtime.states import CoordinatorPhase
+from hudi_sink.shared.schema.evolution import Evolution
 from hudi_sink.shared.schema.table_schema import TableSchema
 
 __all__ = ["TransactionDriver", "DriverContext", "Outgoing", "Reply", "Clock"]
@@ -68,7 +70,7 @@ class DriverContext:
     (``channel_send``), the data topics' partitions (``expected_partitions``) and the clock."""
 
     config: SinkConfig
-    schema: TableSchema
+    schema: TableSchema  # the config's; the table's evolved one: TransactionDriver.schemas
     table: HudiTable
     committer: TableCommitter
     metrics: Metrics
@@ -99,6 +101,7 @@ class TransactionDriver:
         self.draining = False  # stopping (services.coordinator.drain): start no new instant
         self._idle = IdleInstants(context.table, context.metrics, context.config.transaction, self.phase)
         self._status_checks = StatusChecks(context.committer, context.table, context.metrics)
+        self.schemas = TableSchemas(context.config, context.schema, context.metrics)
         self.offsets = OffsetRequests(context.config, context.table, context.committer,
                                       context.schema.avro_schema_json)
 
@@ -187,8 +190,9 @@ class TransactionDriver:
                    and tp.key() not in state.statuses]
         if not targets:
             return []
-        sends: list[Reply] = [(StartCommit(offsets=PartitionOffset.list_of(state.start_offsets),
-                                           targets=targets), state.instant)]
+        start = StartCommit(offsets=PartitionOffset.list_of(state.start_offsets), targets=targets,
+                            table_schema=self.schemas.ddl, follow_writers=self.schemas.follow)
+        sends: list[Reply] = [(start, state.instant)]
         if self.phase.state is CoordinatorPhase.ENDED:
             sends.append((EndCommit(targets=targets), state.instant))
         return sends
@@ -259,9 +263,7 @@ class TransactionDriver:
         if request is None:
             return False
         target, asked_at = request
-        if target == instant:
-            return True
-        return target is None and now - asked_at <= COMMIT_REQUEST_WINDOW_S
+        return target == instant or (target is None and now - asked_at <= COMMIT_REQUEST_WINDOW_S)
 
     async def _on_timeout(self, state: CommitState, now: float) -> None:
         """Write-status deadline passed: commit the partitions that answered and carry the
@@ -302,7 +304,8 @@ class TransactionDriver:
             owners={k: v for k, v in self.owners.items() if k in expected},
         ))
         self.starting = None
-        await self.send(StartCommit(offsets=PartitionOffset.list_of(start_offsets)), instant)
+        await self.send(StartCommit(offsets=PartitionOffset.list_of(start_offsets), table_schema=
+                                    self.schemas.ddl, follow_writers=self.schemas.follow), instant)
         log.info("started %s (epoch %d, %d partitions)", instant, self._committer.epoch, len(expected))
 
     async def _end_transaction(self, now: float) -> None:
@@ -320,13 +323,15 @@ class TransactionDriver:
         if problems and not state.statuses:
             await self.abort(AbortReason.STAGED_FILES_UNUSABLE, "; ".join(problems.values()))
             return
-        planned = self._plan_commit(state)
-        if self._idle.nothing_moved(planned, self.committed_offsets):  # nothing to store
+        evolution = self.schemas.plan(state.statuses.values())
+        planned = self._plan_commit(state, evolution)
+        if not evolution.changes and self._idle.nothing_moved(planned, self.committed_offsets):
             if (why_not := await self._idle.withdraw(state.instant, planned.carried)) is not None:
                 await self.abort(AbortReason.NOTHING_MOVED, why_not)
             return
         await asyncio.to_thread(self._committer.commit, state.instant, planned.metadata, planned.moves)
         self.committed_offsets = planned.offsets
+        self.schemas.committed(evolution, state.instant)
         duration = self._clock() - state.started_at
         self._metrics.commit_completed(duration, planned.records)
         if planned.carried:
@@ -336,23 +341,17 @@ class TransactionDriver:
             bytes_=sum(planned.sizes.values()), duration=duration, carried=planned.carried))
         self.phase.close(CoordinatorPhase.IDLE, f"committed {state.instant}")
         log.info("committed %s: %d rows, %d files, %d dlq, offsets %s%s (%.2f s)", state.instant,
-                 planned.records, len(planned.moves), planned.dlq,
-                 offsets_text(planned.offsets),
-                 f", carried {keys_text(planned.carried)}" if planned.carried else "",
-                 duration)
+                 planned.records, len(planned.moves), planned.dlq, offsets_text(planned.offsets),
+                 f", carried {keys_text(planned.carried)}" if planned.carried else "", duration)
         await self.send(AckCommit(offsets=PartitionOffset.list_of(planned.offsets)), state.instant)
 
-    def _plan_commit(self, state: CommitState) -> PlannedCommit:
+    def _plan_commit(self, state: CommitState, evolution: Evolution) -> PlannedCommit:
         topics = list(self._config.kafka.topics)
         return plan_commit(
-            state,
-            schema_json=self._ctx.schema.avro_schema_json(),
-            sink_name=self._config.name,
-            topics=topics,
-            unconfigured_offsets={k: o for k, o in self.committed_offsets.items()
-                                  if k[0] not in topics},
-            operation="UPSERT" if self._config.table.write_mode == "upsert" else "INSERT",
-        )
+            state, schema=self.schemas.metadata(evolution), sink_name=self._config.name,
+            topics=topics, unconfigured_offsets={k: o for k, o in self.committed_offsets.items()
+                                                 if k[0] not in topics},
+            operation="UPSERT" if self._config.table.write_mode == "upsert" else "INSERT")
 
     def _verify_statuses(self, state: CommitState) -> dict[PartitionKey, str]:
         """Statuses whose staged files are not all there with their reported sizes, or whose

@@ -62,6 +62,13 @@ class AvroValues:
         self._parsed[schema_id] = parsed
         return parsed
 
+    def writer_of(self, value: bytes) -> tuple[int, dict[str, Any]]:
+        """The schema id and writer schema of a value ``parse`` decoded (so it is cached)."""
+        _, schema_id = _HEADER.unpack_from(value)
+        schema = self._schemas.cached(schema_id)
+        assert schema is not None, "writer_of before parse"
+        return schema_id, schema
+
     def parse(self, value: bytes) -> dict[str, Any] | Rejected | Deferred:
         if len(value) < _HEADER.size or value[0] != MAGIC:
             return Rejected(INVALID_AVRO, "value is not in the Confluent Avro wire format "

@@ -5,8 +5,10 @@ keys the merge updates or deletes, plus the flush's rows. The old rows are read 
 the old file and never pass through Python: meta columns kept (``_hoodie_commit_time`` and
 ``_hoodie_commit_seqno`` of the commit that wrote them), ``_hoodie_file_name`` naming the new
 file, each column cast to the flush's type so Arrow's and Parquet's readings of one table
-schema union exactly. A slice whose every row is gone is an empty base file (readers then read
-no row of the group; hudi-rs and Hudi's Java reader both do).
+schema union exactly (a column or struct field the table gained since the old slice was
+written, by schema evolution, is null in its rows; a widened one is cast). A slice whose every
+row is gone is an empty base file (readers then read no row of the group; hudi-rs and Hudi's
+Java reader both do).
 """
 
 from __future__ import annotations
@@ -44,21 +46,49 @@ def with_carried_rows(session: Any, table: pa.Table, carried: list[CarriedFile],
         if carry.rows == 0:
             continue  # nothing left of it (an empty slice is written apart)
         old = _without_keys(session, session.read.parquet(carry.source_path), carry.drop_keys)
+        present = {f.name: f.dataType for f in old.schema.fields}
         columns = []
         for name in table.column_names:
+            kind = types.get(name)
             if name == FILE_NAME_COLUMN:
                 value = func.lit(file_name)
             elif name == part_column:
                 value = func.lit(index).cast("int")
+            elif name not in present:  # a column added since the slice was written: null
+                value = func.lit(None)
+            elif kind is not None:
+                columns.append(_conformed(func.col(f"`{name}`"), present[name], kind).alias(name))
+                continue
             else:
                 value = func.col(f"`{name}`")
-            kind = types.get(name)
             columns.append((value.cast(kind) if kind is not None else value).alias(name))
         frames.append(old.select(*columns))
     frame = frames[0]
     for other in frames[1:]:
         frame = frame.unionByName(other)
     return frame
+
+
+def _conformed(value: Any, source: Any, target: Any) -> Any:
+    """``value`` (of Spark type ``source``) as ``target``: a plain cast, except that a struct
+    gaining fields (schema evolution) is rebuilt with nulls in them, at any depth (Spark does
+    not cast between structs of different field counts); a null struct stays null."""
+    from pyspark.sql import functions as func
+    from pyspark.sql import types as spark
+
+    if isinstance(target, spark.StructType) and isinstance(source, spark.StructType):
+        theirs = {f.name: f.dataType for f in source.fields}
+        fields = [(_conformed(value.getField(f.name), theirs[f.name], f.dataType)
+                   if f.name in theirs else func.lit(None).cast(f.dataType)).alias(f.name)
+                  for f in target.fields]
+        return func.when(value.isNull(), func.lit(None).cast(target)).otherwise(func.struct(*fields))
+    if isinstance(target, spark.ArrayType) and isinstance(source, spark.ArrayType):
+        return func.transform(value, lambda item: _conformed(item, source.elementType,
+                                                             target.elementType))
+    if isinstance(target, spark.MapType) and isinstance(source, spark.MapType):
+        return func.transform_values(value, lambda _key, item: _conformed(
+            item, source.valueType, target.valueType))
+    return value.cast(target)
 
 
 def _without_keys(session: Any, frame: Any, keys: frozenset[str]) -> Any:

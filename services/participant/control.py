@@ -84,7 +84,7 @@ class ControlHandler:
                 state.last_signal_at = self._rt.clock()
                 continue
             offset = offsets.get(state.key, 0)
-            state.begin(instant, epoch, offset)
+            state.begin(instant, epoch, offset, start.table_schema, start.follow_writers)
             self._rt.clients.dlq.begin_instant(state.key, offset)
             self._rt.metrics.partition_failed(state.topic, state.partition, False)
             ktp = KafkaTopicPartition(state.topic, state.partition)

@@ -49,6 +49,7 @@ __all__ = [
     "INVALID_DECIMAL",
     "DECODE_ERROR",
     "KEY_PARTITION_MISMATCH",
+    "SCHEMA_INCOMPATIBLE",
     "Deferred",
     "JsonNumber",
     "Unreadable",
@@ -72,6 +73,9 @@ INVALID_DECIMAL = "InvalidDecimal"
 KEY_PARTITION_MISMATCH = "KeyPartitionMismatch"
 """Upsert mode: the record's message key hashes to another Kafka partition than the one it is
 in (``upsert.key_partitioner``), or it has no key to hash."""
+SCHEMA_INCOMPATIBLE = "SchemaIncompatible"
+"""The record's writer schema changes a column in a way the table cannot follow
+(``shared.schema.evolution``); the message names the field and both types."""
 DECODE_ERROR = "DecodeError"
 """Last resort: the decoder itself failed on this value (an exception it did not expect). The
 record is dead-lettered with the exception's type and message rather than crash the
@@ -96,6 +100,7 @@ ERROR_CLASSES = frozenset(
         UNKNOWN_SCHEMA_ID,
         INVALID_DECIMAL,
         KEY_PARTITION_MISMATCH,
+        SCHEMA_INCOMPATIBLE,
         DECODE_ERROR,
     }
 )
@@ -147,9 +152,12 @@ class Row:
 @dataclass(frozen=True, slots=True)
 class Deferred:
     """A record that cannot be decoded *now* (its schema registry is unreachable): not bad, so
-    never dead-lettered; its partition stops before it and tries again later."""
+    never dead-lettered; its partition stops before it and tries again later. Or its writer
+    schema needs the table to evolve first: ``schema`` is the table schema (DDL) it needs, which
+    the partition's WriteStatus proposes; the next instant writes the record with it."""
 
     reason: str
+    schema: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ measured to be just as fast.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -63,6 +64,7 @@ from hudi_sink.services.participant.decoded import (
     Skipped,
 )
 from hudi_sink.services.participant.json_format import (
+    EnvelopeCheck,
     parse_connect_envelope,
     parse_connect_envelope_exact,
     parse_object,
@@ -84,6 +86,7 @@ _TOMBSTONE = Skipped("tombstone")
 
 log = logging.getLogger("hudi_sink.participant")
 _MAX_MESSAGE = 300  # characters of an exception's message kept in a DecodeError
+_MAX_UNKNOWN_NAMES = 50
 
 
 class RecordDecoder:
@@ -91,11 +94,13 @@ class RecordDecoder:
 
     __slots__ = ("_schema", "_max_record_bytes", "_plan", "_names", "_key", "_keys", "_partition",
                  "_hive_style", "_ncols", "_parse", "_parse_exact", "_decimals", "_failures_logged",
-                 "_unwrap")
+                 "_unwrap", "unknown_names", "_unknown_log")
 
     def __init__(self, schema: TableSchema, max_record_bytes: int,
                  *, hive_style: bool = False, connect_envelope: bool = False,
-                 value_parser: ValueParser | None = None, unwrap: Unwrap | None = None) -> None:
+                 value_parser: ValueParser | None = None, unwrap: Unwrap | None = None,
+                 envelope_check: EnvelopeCheck | None = None,
+                 unknown_log: Callable[[list[str]], None] | None = None) -> None:
         if max_record_bytes < 1:
             raise ValueError("max_record_bytes must be at least 1")
         self._schema = schema
@@ -113,14 +118,21 @@ class RecordDecoder:
         self._hive_style = hive_style
         self._ncols = len(schema.value_columns)
         self._parse: ValueParser = value_parser or (
-            parse_connect_envelope if connect_envelope else parse_object)
+            functools.partial(parse_connect_envelope, check=envelope_check) if connect_envelope
+            else parse_object)
         # The exact reading of the same format; None for another format (Avro is exact).
         self._parse_exact: ValueParser | None = None if value_parser is not None else (
-            parse_connect_envelope_exact if connect_envelope else parse_object_exact)
+            functools.partial(parse_connect_envelope_exact, check=envelope_check)
+            if connect_envelope else parse_object_exact)
         # Columns a float must not reach: (name, True when the DECIMAL is nested inside).
         self._decimals = tuple((c.name, c.kind is not ColumnKind.DECIMAL)
                                for c in schema.value_columns if _holds_decimal(c))
         self._failures_logged: set[type] = set()
+        self.unknown_names: set[str] = set()
+        """Fields of decoded values that are not columns (at most ``_MAX_UNKNOWN_NAMES``),
+        ignored and counted; shown on the participant's ``/partitions``."""
+        self._unknown_log = unknown_log
+        """Told each new unknown field name (plain JSON: no writer schema to log them by)."""
         self._unwrap = unwrap
         """Upsert mode: the parsed value → the row to decode, or what it means instead (a key
         delete, a rejection); ``services.participant.keyed.changes``."""
@@ -128,6 +140,13 @@ class RecordDecoder:
     @property
     def schema(self) -> TableSchema:
         return self._schema
+
+    def _note_unknown(self, obj: dict[str, Any]) -> None:
+        new = sorted(set(obj).difference(self._names, self.unknown_names))
+        if new:
+            self.unknown_names.update(new[:_MAX_UNKNOWN_NAMES - len(self.unknown_names)])
+            if self._unknown_log is not None:
+                self._unknown_log(new)
 
     def _partition_too_long(self, value: str) -> Rejected | None:
         """A partition value whose directory name no filesystem can hold is a bad record
@@ -264,6 +283,8 @@ class RecordDecoder:
 
         unknown = len(obj) - self._ncols  # every column is a key of obj now
         if unknown:
+            if len(self.unknown_names) < _MAX_UNKNOWN_NAMES:
+                self._note_unknown(obj)
             obj = {name: obj[name] for name in self._names}
         partition = self._partition
         if partition is not None and type(obj[partition]) is str:

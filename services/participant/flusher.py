@@ -146,7 +146,8 @@ class Flusher:
         used.update((prepared.paths[i], c.file_id) for i, c in carries.items())
         return carries
 
-    async def _merge(self, changes: dict[str, Folded], spec: FlushInput) -> MergePlan:
+    async def _merge(self, changes: dict[str, Folded], spec: FlushInput,
+                     schema: TableSchema) -> MergePlan:
         """Upsert mode: the merge of the instant's changes, planned against the latest
         committed slices of the groups this partition owns (worker thread: it reads them).
         Unlike packing it is not optional: a touched group must get its new slice, so any
@@ -155,7 +156,7 @@ class Flusher:
 
         def plan() -> MergePlan:
             return plan_merge(changes, self._slices.latest(), owner=spec.source_index,
-                              schema=self._schema, spec=spec, fs=self._table.fs,
+                              schema=schema, spec=spec, fs=self._table.fs,
                               base_path=cfg.table.base_path,
                               small_file_bytes=cfg.table.small_file_bytes,
                               precombine=cfg.table.precombine_field)
@@ -190,7 +191,7 @@ class Flusher:
         # the Python rows are dropped: a waiting flush holds its data once, compactly.
         outcomes: Mapping[str, int] | None = None
         if buffer.changes is not None:
-            merge = await self._merge(buffer.changes, spec)
+            merge = await self._merge(buffer.changes, spec, buffer.schema or self._schema)
             buffer.changes = None
             outcomes = merge.outcomes
             if merge.prepared is None:  # nothing to write: every key superseded or absent
@@ -198,7 +199,7 @@ class Flusher:
             prepared, carries, best_effort = merge.prepared, merge.carries, False
         else:
             prepared = await asyncio.to_thread(
-                prepare_flush, buffer.rows, buffer.offsets, self._schema, spec
+                prepare_flush, buffer.rows, buffer.offsets, buffer.schema or self._schema, spec
             )
             buffer.rows, buffer.offsets = [], []
             carries = await self._carries(state, buffer, prepared, spec) if buffer.final else {}

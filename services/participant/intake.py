@@ -146,12 +146,13 @@ class Intake:
             self._reporter.announce_soon(fresh)
 
     def _defer(self, ktp: KafkaTopicPartition, state: TransactionParticipant) -> None:
-        """A record cannot be decoded now (its writer schema is being fetched, or the registry
-        is out of reach): read it again from there after ``defer_s``, or as soon as a schema
-        fetch settles, instead of dead-lettering good data. Until then the partition is
-        paused; an END meanwhile reports the offsets before it."""
+        """A record cannot be decoded now (its writer schema is being fetched, the registry
+        is out of reach, or the table must evolve for it first): read it again from there after
+        ``defer_s``, or as soon as a schema fetch settles, instead of dead-lettering good data.
+        Until then the partition is paused; an END meanwhile reports the offsets before it."""
         fetches = self._fetches
-        log.log(logging.INFO if fetches is not None and fetches.fetching else logging.WARNING,
+        expected = (fetches is not None and fetches.fetching) or state.proposed_schema is not None
+        log.log(logging.INFO if expected else logging.WARNING,  # a fetch, or schema evolution
                 "%s-%d paused at offset %d for at most %.1f s: %s", state.topic,
                 state.partition, state.next_offset, self._defer_s, state.deferred)
         state.deferred = None

@@ -37,12 +37,16 @@ from hudi_sink.services.participant.decoded import (
     INVALID_UTF8,
     NOT_AN_ENVELOPE,
     NOT_AN_OBJECT,
+    Deferred,
     JsonNumber,
     Rejected,
 )
 
 __all__ = ["parse_object", "parse_object_exact", "parse_connect_envelope",
-           "parse_connect_envelope_exact"]
+           "parse_connect_envelope_exact", "EnvelopeCheck"]
+
+EnvelopeCheck = Callable[[Any], "Rejected | Deferred | None"]
+"""An envelope's ``schema`` → why its payload is not decoded now (``.writer_schemas``)."""
 
 
 def parse_object(value: bytes) -> dict[str, Any] | Rejected:
@@ -86,23 +90,27 @@ def parse_object_exact(value: bytes) -> dict[str, Any] | Rejected:
     return obj
 
 
-def parse_connect_envelope(value: bytes) -> dict[str, Any] | Rejected | None:
+def parse_connect_envelope(value: bytes, check: EnvelopeCheck | None = None
+                           ) -> dict[str, Any] | Rejected | Deferred | None:
     """Kafka Connect's ``JsonConverter`` with ``schemas.enable=true``: ``{"schema": …,
     "payload": {…}}``. The payload is the record, decoded against ``table.schema`` like a plain
     JSON object; ``None`` for a null payload (a tombstone). Connect's logical types arrive as
     the decoder takes them (``Timestamp`` as epoch milliseconds) except ``Date`` (days since
     the epoch) and ``Decimal`` (base64 bytes, or a number with ``decimal.format=NUMERIC``),
     which the envelope's schema names at any depth (struct fields, array items, map values)
-    and which are turned into an ISO date and a decimal (:mod:`.connect_logical`)."""
-    return _payload(parse_object(value))
+    and which are turned into an ISO date and a decimal (:mod:`.connect_logical`). ``check``
+    judges the envelope's schema first (schema evolution: :mod:`.writer_schemas`)."""
+    return _payload(parse_object(value), check)
 
 
-def parse_connect_envelope_exact(value: bytes) -> dict[str, Any] | Rejected | None:
+def parse_connect_envelope_exact(value: bytes, check: EnvelopeCheck | None = None
+                                 ) -> dict[str, Any] | Rejected | Deferred | None:
     """``parse_connect_envelope`` with the payload's numbers read exactly."""
-    return _payload(parse_object_exact(value))
+    return _payload(parse_object_exact(value), check)
 
 
-def _payload(obj: dict[str, Any] | Rejected) -> dict[str, Any] | Rejected | None:
+def _payload(obj: dict[str, Any] | Rejected,
+             check: EnvelopeCheck | None) -> dict[str, Any] | Rejected | Deferred | None:
     if type(obj) is not dict:
         return obj
     if "payload" not in obj or "schema" not in obj:
@@ -114,6 +122,8 @@ def _payload(obj: dict[str, Any] | Rejected) -> dict[str, Any] | Rejected | None
         return None
     if type(payload) is not dict:
         return Rejected(NOT_AN_OBJECT, f"payload must be a JSON object, got {describe(payload)}")
+    if check is not None and (verdict := check(obj["schema"])) is not None:
+        return verdict
     try:
         plan: Callable[[Any], Any] | None = payload_plan(obj["schema"])
     except ConnectSchemaTooDeep as exc:

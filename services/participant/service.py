@@ -48,6 +48,12 @@ from hudi_sink.services.participant.schema_fetches import BackgroundSchemas
 from hudi_sink.services.participant.staging_upload import writer_for
 from hudi_sink.services.participant.transaction import TransactionParticipant
 from hudi_sink.services.participant.views import PartitionView
+from hudi_sink.services.participant.writer_schemas import (
+    SchemaCheck,
+    UnknownFieldLog,
+    avro_parser,
+    envelope_check,
+)
 from hudi_sink.shared.config.settings import SinkConfig
 from hudi_sink.shared.hudi import layout
 from hudi_sink.shared.hudi.table import HudiTable
@@ -58,6 +64,7 @@ from hudi_sink.shared.runtime.faults import Faults
 from hudi_sink.shared.runtime.lifecycle import ServiceShell, kafka_prelude
 from hudi_sink.shared.runtime.threads import in_daemon_thread
 from hudi_sink.shared.schema.registry import writer_schemas
+from hudi_sink.shared.schema.table_schema import TableSchema
 from hudi_sink.shared.storage.backend import filesystem_for
 
 __all__ = ["ParticipantService"]
@@ -97,6 +104,7 @@ class ParticipantService(ServiceShell[ParticipantClients]):
         """Registry lookups, made in worker threads (never on the event loop)."""
         self._consumer: AIOKafkaConsumer | None = None
         """The data consumer once started (upsert mode asks it for partition counts)."""
+        self._unknown_log = UnknownFieldLog()
         self._avro: AvroValues | None = None  # one schema cache per process
         if config.kafka.value_format == "avro":
             schemas = writer_schemas(config.avro)
@@ -129,20 +137,47 @@ class ParticipantService(ServiceShell[ParticipantClients]):
 
     def _new_partition(self, topic: str, partition: int) -> TransactionParticipant:
         keyed = self._keyed_decoder(topic)
+
+        def decoder_for(ddl: str | None, follow: bool | None) -> RecordDecoder:
+            schema = self.schema if ddl is None else self.config.table.table_schema(ddl)
+            return self._decoder(schema, keyed, follow)
+
         return TransactionParticipant(
             topic=topic,
             partition=partition,
-            decoder=RecordDecoder(self.schema, self.config.errors.max_record_bytes,
-                                  hive_style=self.config.table.hive_style_partitioning,
-                                  connect_envelope=self.config.kafka.value_format == "connect_json",
-                                  value_parser=self._avro.parse if self._avro else None,
-                                  unwrap=keyed.unwrap if keyed else None),
+            decoder=decoder_for(None, None),
+            decoder_for=decoder_for,
             keyed=keyed,
             flush_records=self.config.transaction.flush_records,
             buffer_bytes=self.config.transaction.buffer_bytes,
             fail_on_error=self.config.errors.tolerance == "fail",
             clock=self._clock,
         )
+
+    def _decoder(self, schema: TableSchema, keyed: KeyedDecoder | None,
+                 follow: bool | None) -> RecordDecoder:
+        """A decoder for one table schema (an instant's: schema evolution changes it), its
+        writer schemas checked against it (``.writer_schemas``); ``follow`` None: whether the
+        config's ``table.schema_source`` is ``registry``. Under a change-event envelope
+        (Debezium) the writer schema is the event's, not the row's: it is not checked."""
+        cfg = self.config
+        if follow is None:
+            follow = cfg.table.schema_source == "registry"
+        check = SchemaCheck(schema, unknown_log=self._unknown_log, follow=follow)
+        connect = cfg.kafka.value_format == "connect_json"
+        checked = cfg.kafka.envelope == "none"
+        parser = None if self._avro is None else (
+            avro_parser(self._avro, check) if checked else self._avro.parse)
+        return RecordDecoder(schema, cfg.errors.max_record_bytes,
+                             hive_style=cfg.table.hive_style_partitioning,
+                             connect_envelope=connect, value_parser=parser,
+                             unwrap=keyed.unwrap if keyed else None,
+                             envelope_check=envelope_check(check) if connect and checked and follow
+                             else None,
+                             unknown_log=None if self._avro else self._note_unknown_json)
+
+    def _note_unknown_json(self, names: list[str]) -> None:
+        self._unknown_log.note("JSON values", tuple(names), names)
 
     # --- lifecycle ----------------------------------------------------------------------
     def running_readiness(self) -> list[str]:

@@ -29,6 +29,7 @@ from hudi_sink.services.participant.keyed.fold import Change, Folded, KeyedFold,
 from hudi_sink.shared.kafka.partition_key import PartitionKey
 from hudi_sink.shared.kafka.protocol import StagedFile, WriteCounts, WriteStatus
 from hudi_sink.shared.runtime.states import PARTITION_TRANSITIONS, PartitionPhase, StateMachine
+from hudi_sink.shared.schema.table_schema import TableSchema
 
 __all__ = ["TransactionParticipant", "PendingBuffer", "DRAIN_MIN_S", "DRAIN_MAX_S"]
 
@@ -49,6 +50,8 @@ class PendingBuffer:
     pack into a small file group (``services.participant.packing``)."""
     changes: dict[str, Folded] | None = None
     """Upsert mode: the instant's changes folded per record key (``rows`` stay empty)."""
+    schema: TableSchema | None = None
+    """The instant's table schema the rows were decoded with (and are written with)."""
 
 
 @dataclass
@@ -63,6 +66,14 @@ class TransactionParticipant:
     keyed: KeyedDecoder | None = None
     """Upsert mode: records become changes of their keys, folded until END (one merge per
     instant: a full buffer pauses the partition instead of flushing)."""
+    decoder_for: Callable[[str | None, bool | None], RecordDecoder] | None = field(
+        default=None, repr=False)
+    """A decoder for an instant's table schema and whether writer schemas evolve it (START's;
+    None: the config's)."""
+    schema_key: tuple[str | None, bool | None] = (None, None)
+    """What ``decoder`` was built for (``decoder_for``'s arguments)."""
+    proposed_schema: str | None = None
+    """The table schema (DDL) a record's writer schema needs: reported, applied next instant."""
     clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
     """Monotonic seconds for ``last_signal_at`` (the service's clock, injectable in tests)."""
     phase_machine: StateMachine[PartitionPhase] = field(init=False)
@@ -144,10 +155,16 @@ class TransactionParticipant:
         return (not fetched_now and waited >= DRAIN_MIN_S) or waited >= DRAIN_MAX_S
 
     # --- transitions ------------------------------------------------------------------
-    def begin(self, instant: str, epoch: int, offset: int) -> None:
-        """Start instant ``instant`` from ``offset``; anything of an older instant is dropped
-        (its staged files never become visible and are cleaned up by the coordinator)."""
+    def begin(self, instant: str, epoch: int, offset: int, schema: str | None = None,
+              follow: bool | None = None) -> None:
+        """Start instant ``instant`` from ``offset`` with the instant's table ``schema`` (DDL)
+        and ``follow`` (whether writer schemas evolve it; None: the config's for both);
+        anything of an older instant is dropped (its staged files never become visible and
+        are cleaned up by the coordinator)."""
         self.phase_machine.transition_to(PartitionPhase.WRITING, f"start {instant} @ {offset}")
+        if (schema, follow) != self.schema_key and self.decoder_for is not None:
+            self.decoder, self.schema_key = self.decoder_for(schema, follow), (schema, follow)
+        self.proposed_schema = None
         self.instant, self.epoch = instant, epoch
         self.start_offset = self.next_offset = offset
         self._empty_buffer()
@@ -197,6 +214,8 @@ class TransactionParticipant:
                 # Good data that cannot be decoded now: stop before it (the intake seeks back
                 # and pauses the partition); nothing past it is accepted or committed.
                 self.deferred = result.reason
+                if result.schema is not None:
+                    self.proposed_schema = result.schema
                 return
             elif isinstance(result, Rejected):
                 if self.fail_on_error:
@@ -238,11 +257,12 @@ class TransactionParticipant:
             if not final or not len(self.changes):
                 return None
             taken = PendingBuffer([], [], self.flush_no, self.instant, final,
-                                  changes=self.changes.result())
+                                  changes=self.changes.result(), schema=self.decoder.schema)
         elif not self.rows:
             return None
         else:
-            taken = PendingBuffer(self.rows, self.offsets, self.flush_no, self.instant, final)
+            taken = PendingBuffer(self.rows, self.offsets, self.flush_no, self.instant, final,
+                                  schema=self.decoder.schema)
         self._empty_buffer()
         self.flush_no += 1
         return taken
@@ -293,6 +313,7 @@ class TransactionParticipant:
                 next_offset=self.start_offset,
                 files=[],
                 failed=self.gave_up,
+                table_schema=self.proposed_schema,
             )
         return WriteStatus(
             topic=self.topic,
@@ -301,6 +322,7 @@ class TransactionParticipant:
             next_offset=self.next_offset,
             files=list(self.staged),
             failed=self.failure,
+            table_schema=self.proposed_schema,
             **self.counters.model_dump(),
         )
 

@@ -32,6 +32,10 @@ class PartitionView(BaseModel):
     fetched_offset: int | None
     lag: int | None
     failed: str | None
+    unknown_fields: list[str] = []
+    """Fields of this partition's values that are not columns (ignored, counted), at most 50."""
+    schema_pending: str | None = None
+    """The table schema a writer schema needs (schema evolution): applied at the next instant."""
 
     @classmethod
     def of(cls, state: TransactionParticipant) -> PartitionView:
@@ -51,4 +55,6 @@ class PartitionView(BaseModel):
             fetched_offset=state.fetched_offset,
             lag=state.lag(),
             failed=state.failure,
+            unknown_fields=sorted(state.decoder.unknown_names),
+            schema_pending=state.proposed_schema,
         )

@@ -82,6 +82,9 @@ class AvroConfig(BaseModel):
     registry_ca_file: str | None = None
     """CA bundle for an ``https`` registry (default: the system's)."""
     registry_timeout_s: float = Field(5, gt=0)
+    subject: str | None = None
+    """The registry subject ``table.schema_source: registry`` creates the table from (its
+    latest version); default ``<first topic>-value`` (TopicNameStrategy)."""
     schema_file: str | None = None
     """An ``.avsc`` writer schema: decodes the values of ``schema_id`` only."""
     schema_id: int | None = Field(None, ge=0, le=2**32 - 1, validate_default=True)

@@ -27,7 +27,7 @@ from hudi_sink.shared.config.sections import AdminConfig, AvroConfig, LogConfig,
 from hudi_sink.shared.config.signing_keys import signing_keys
 from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.hudi.record_key import split_key_fields
-from hudi_sink.shared.schema.avro_ddl import SOURCES, resolve_schema_source
+from hudi_sink.shared.schema.avro_ddl import resolve_table_schema
 from hudi_sink.shared.schema.table_schema import TableSchema
 from hudi_sink.shared.storage.backend import check_base_path
 
@@ -128,6 +128,8 @@ class TableConfig(_Section):
         alias="schema",
         min_length=1,
     )
+    schema_source: Literal["ddl", "registry"] = "ddl"
+    """``ddl``: ``schema``, fixed; ``registry``: the table follows its producers' schemas."""
     hive_style_partitioning: bool = False
     parquet_codec: Literal["snappy", "zstd", "gzip", "lz4", "none"] = "snappy"
     """Compression of the Parquet base files (seed ``parquet.codec``)."""
@@ -154,10 +156,10 @@ class TableConfig(_Section):
         return {str(k): str(v).lower() if isinstance(v, bool) else str(v)
                 for k, v in options.items()} if isinstance(options, Mapping) else options
 
-    def table_schema(self) -> TableSchema:
-        """``schema`` parsed and checked against the key fields (SchemaError names the key)."""
+    def table_schema(self, ddl: str | None = None) -> TableSchema:
+        """``schema`` (or an evolved table's ``ddl``) parsed, checked against the key fields."""
         return TableSchema.parse(
-            self.schema_ddl,
+            self.schema_ddl if ddl is None else ddl,
             table_name=self.name,
             record_key_field=self.record_key_field,
             partition_field=self.partition_field,
@@ -359,12 +361,9 @@ def config_from_mapping(
             update={"table": config.table.model_copy(update={"base_path": str(base_path)})}
         )
     canonical = check_base_path(config.table.base_path)  # no '//'; one trailing '/' dropped
-    if canonical != config.table.base_path:
-        config = config.model_copy(
-            update={"table": config.table.model_copy(update={"base_path": canonical})})
-    if config.table.schema_ddl.startswith(SOURCES):  # avsc:FILE or registry:URL, read once
-        ddl = resolve_schema_source(config.table.schema_ddl, config.avro, base_dir or Path.cwd())
-        config = config.model_copy(update={"table": config.table.model_copy(update={"schema_ddl": ddl})})
+    ddl = resolve_table_schema(config.table, config.kafka, config.avro, base_dir or Path.cwd())
+    config = config.model_copy(update={"table": config.table.model_copy(
+        update={"base_path": canonical, "schema_ddl": ddl})})  # the DDL of avsc:, registry:…
     # The schema must parse and hold the key fields; checked here so it fails at start.
     schema = config.table.table_schema()
     problem = delete_field_problem(config.upsert.delete_field, schema)

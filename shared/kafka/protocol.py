@@ -120,6 +120,12 @@ class StartCommit(_Model):
     """Committed offsets of every known partition; missing partitions start at 0."""
     targets: list[TopicPartition] | None = None
     """None: every participant. Otherwise a re-send for these partitions only."""
+    table_schema: str | None = None
+    """The instant's table schema (``table.schema`` DDL of the value columns): every flush of
+    the instant writes with it. None: the config's (a coordinator without schema evolution)."""
+    follow_writers: bool | None = None
+    """Whether writer schemas evolve the table (``table.schema_source: registry``), decided by
+    the coordinator's config for every participant alike. None: each participant's config."""
 
 
 class EndCommit(_Model):
@@ -162,6 +168,9 @@ class WriteStatus(_Model, WriteCounts):
     files: list[StagedFile] = Field(default_factory=list)
     failed: str | None = None
     """Set when errors.tolerance=fail stopped this partition at a bad record."""
+    table_schema: str | None = None
+    """The table schema (DDL) a writer schema seen in this instant needs: the partition stopped
+    before its first record, and the coordinator evolves the table to it in this commit."""
 
     def key(self) -> PartitionKey:
         return (self.topic, self.partition)

@@ -88,6 +88,9 @@ class Metrics:
         self._instants_skipped = Counter(
             "hudi_sink_instants_skipped", "Instants withdrawn, not committed, because no offset "
             "moved (an idle sink: nothing is left on the table)", registry=r)
+        self._schema_changes = Counter(
+            "hudi_sink_schema_changes", "Table schema changes committed (added or widened "
+            "columns, columns made optional: schema evolution)", registry=r)
         self._leader = Gauge("hudi_sink_coordinator_leader", "1 when leader", registry=r)
         self._epoch = Gauge("hudi_sink_coordinator_epoch", "Current epoch", registry=r)
         # deleter
@@ -172,6 +175,9 @@ class Metrics:
 
     def upsert_conflicts(self, statuses: int) -> None:
         self._conflicts.inc(statuses)
+
+    def schema_changes(self, count: int) -> None:
+        self._schema_changes.inc(count)
 
     def instant_skipped(self) -> None:
         self._instants_skipped.inc()

@@ -10,7 +10,6 @@ dead letter within a second, and its partition goes on."""
 
 from __future__ import annotations
 
-import asyncio
 import struct
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -18,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from avro_topic import produce_by_partition, read_topic
 from eventually import eventually
 from pipeline import Pipeline
 from registry_app import LocalRegistry, confluent_avro
@@ -62,51 +60,8 @@ def _record(partition: int, n: int) -> dict[str, Any]:
             "channel": "app"}
 
 
-def _produce(bootstrap: str, topic: str, values: dict[int, list[bytes]], create: bool) -> list[int]:
-    """Send ``values`` by partition (creating the topic first); their broker timestamps."""
-    async def send() -> list[int]:
-        if create:
-            admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-            await admin.start()
-            try:
-                await admin.create_topics([NewTopic(topic, len(values), 1)])
-            finally:
-                await admin.close()
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-        await producer.start()
-        try:
-            sent = [await producer.send(topic, value, key=f"k{n}".encode(), partition=partition)
-                    for partition, batch in values.items() for n, value in enumerate(batch)]
-            return [(await future).timestamp for future in sent]
-        finally:
-            await producer.stop()
-
-    return asyncio.run(send())
-
-
 def _good(partition: int, numbers: range) -> list[bytes]:
     return [confluent_avro(1, WRITER, _record(partition, n)) for n in numbers]
-
-
-def _dead_letters(bootstrap: str, topic: str) -> list[ConsumerRecord[bytes, bytes]]:
-    """Every record of ``topic`` (read until it stays idle for 3 s)."""
-    async def read() -> list[ConsumerRecord[bytes, bytes]]:
-        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                    enable_auto_commit=False)  # no group: every partition
-        await consumer.start()
-        try:
-            found: list[ConsumerRecord[bytes, bytes]] = []
-            idle = 0
-            while idle < 3:
-                batches = await consumer.getmany(timeout_ms=1000)
-                got = [record for records in batches.values() for record in records]
-                found += got
-                idle = 0 if got else idle + 1
-            return found
-        finally:
-            await consumer.stop()
-
-    return asyncio.run(read())
 
 
 def test_avro_round_trip_with_a_registry_outage_at_start(
@@ -123,7 +78,7 @@ def test_avro_round_trip_with_a_registry_outage_at_start(
             "service": {"retry_backoff_ms": 500},
         })
         try:
-            _produce(pipeline.bootstrap, pipeline.topic,
+            produce_by_partition(pipeline.bootstrap, pipeline.topic,
                      {p: _good(p, range(PER_PARTITION)) for p in range(pipeline.partitions)}, True)
             _, participant = pipeline.start_ready("coordinator", "participant")
             eventually(lambda: "paused at offset 0" in participant.log_path.read_text(), 120,
@@ -133,12 +88,12 @@ def test_avro_round_trip_with_a_registry_outage_at_start(
             pipeline.wait_offsets(PER_PARTITION, timeout_s=180)
             # Caught up: the bomb then good records on partition 0, as many good ones on 1.
             more = range(PER_PARTITION, PER_PARTITION + TAIL)
-            bomb_sent = _produce(pipeline.bootstrap, pipeline.topic, {
+            bomb_sent = produce_by_partition(pipeline.bootstrap, pipeline.topic, {
                 0: [BOMB, *_good(0, more)], 1: _good(1, range(PER_PARTITION, PER_PARTITION + TAIL + 1))},
                 False)[0]
             pipeline.wait_offsets(PER_PARTITION + TAIL + 1, timeout_s=120)
             table = pipeline.read()
-            [letter] = _dead_letters(pipeline.bootstrap, f"{unique_name}-dlq")
+            [letter] = read_topic(pipeline.bootstrap, f"{unique_name}-dlq")
         finally:
             pipeline.stop_all()
     headers = {k: v.decode() for k, v in letter.headers}

@@ -34,7 +34,7 @@ def _planned(start: dict[PartitionKey, int], answers: dict[PartitionKey, WriteSt
                         started_at=0.0)
     for key, status in answers.items():
         state.statuses[key] = status
-    return plan_commit(state, schema_json="{}", sink_name="s", topics=[T],
+    return plan_commit(state, schema={"schema": "{}"}, sink_name="s", topics=[T],
                        unconfigured_offsets=unconfigured or {})
 
 

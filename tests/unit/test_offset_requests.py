@@ -18,12 +18,14 @@ from hudi_sink.services.coordinator.transaction import DriverContext, Transactio
 from hudi_sink.shared.config.settings import load_config
 from hudi_sink.shared.errors import FencedError, HudiSinkError
 from hudi_sink.shared.hudi.offset_change import REASON_KEY, REQUEST_KEY, OffsetChange
-from hudi_sink.shared.hudi.offsets import offsets_from_metadata
+from hudi_sink.shared.hudi.offsets import offsets_from_metadata, offsets_metadata
 from hudi_sink.shared.hudi.sink_log import SinkLog
 from hudi_sink.shared.hudi.sink_log_state import EntryKind
+from hudi_sink.shared.hudi.write_stats import build_commit_metadata
 from hudi_sink.shared.kafka.protocol import StartCommit
 from hudi_sink.shared.runtime.metrics import Metrics
 from hudi_sink.shared.runtime.states import CoordinatorPhase
+from hudi_sink.shared.schema.evolution import DDL_KEY
 
 COMMITTED = {("orders", 0): 100, ("orders", 1): 50}
 
@@ -134,3 +136,20 @@ def test_a_crash_after_the_decision_applies_the_change_exactly_once(
     assert _latest_offsets(env) == {("orders", 0): 101, ("orders", 1): 50}
     assert env.committer("c").recover().rolled_forward == []  # once
     assert env.table().completed_commits() == [instant]
+
+
+def test_the_change_keeps_the_tables_evolved_schema(env: Env) -> None:
+    """The latest commit is what a leader adopts the table's schema from (schema evolution):
+    an offset change must not make it fall back to the config's."""
+    evolved = "id STRING, ts TIMESTAMP, country STRING, amount DOUBLE, payload STRING, coupon STRING"
+    table = env.table()
+    table.start_instant("20240101000000000")
+    table.complete_instant("20240101000000000", build_commit_metadata([], {
+        "schema": "{}", **offsets_metadata(COMMITTED, ["orders"]), DDL_KEY: evolved}))
+    driver = _driver(env, [])
+    driver.offsets.submit(_change())
+    asyncio.run(driver.step())
+    extra = table.latest_commit_metadata()["extraMetadata"]  # type: ignore[index]
+    assert extra[REASON_KEY] == "skip the poison record" and extra[DDL_KEY] == evolved
+    driver.schemas.adopt(extra)
+    assert driver.schemas.ddl == evolved

@@ -83,7 +83,6 @@ class MaintenanceRoutine:
             min_instants=cfg.archival.min_instants,
             commits_retained=cfg.cleaner.commits_retained if cfg.cleaner.enabled else None)
         self._clusterer.before_decision = self._wait_for_older_ingestion
-        self._schema = config.table.table_schema()
         self._metrics = _MaintenanceMetrics(metrics)
         self._wake = asyncio.Event()
         self.last: dict[str, dict[str, Any]] = {}
@@ -151,7 +150,7 @@ class MaintenanceRoutine:
             if groups:
                 instant = self._next_instant()
                 await self._timed("clustering", instant, self._clusterer.run, instant, groups,
-                                  self._schema.avro_schema_json(), epoch)
+                                  self._driver.schemas.current.avro_schema_json(), epoch)
                 view = await asyncio.to_thread(load_view, self._timeline)
         if self._cfg.cleaner.enabled:
             record = await asyncio.to_thread(self._cleaner.plan, view, self._next_instant())
