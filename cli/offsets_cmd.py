@@ -96,10 +96,20 @@ def _topic_of(extra: Mapping[str, Any], wanted: str | None) -> tuple[str, list[s
     qualified = sorted({entry.split("=", 1)[0].rpartition(":")[0]
                         for entry in raw.split(",") if ":" in entry.split("=", 1)[0]})
     known = ([named] if isinstance(named, str) else []) + [t for t in qualified if t != named]
+    if not known and raw:
+        # Offsets written before commits named their topic: a --topic here could not be told
+        # from a typo, and a typo would move every partition's offsets to a topic the sink
+        # does not read (it would then start that topic from 0).
+        raise _refuse("the table's offsets name no topic (written before commits recorded it); "
+                      "use POST /offsets on the running coordinator, which knows its topics")
+    if wanted is not None and known and wanted not in known:
+        raise ConfigError(f"the table's offsets are of {', '.join(known)}, not {wanted!r} (a topic "
+                          "the table has no offsets of yet: use POST /offsets on the running "
+                          "coordinator, which knows its configured topics)", "--topic")
     topic = wanted or (known[0] if len(known) == 1 else None)
     if topic is None:
-        raise ConfigError("the table stores offsets of several topics "
-                          f"({', '.join(known) or 'none named'}): name one", "--topic")
+        raise ConfigError(f"the table stores offsets of several topics ({', '.join(known)}): "
+                          "name one", "--topic")
     order = [named] if isinstance(named, str) else []
     return topic, order + [t for t in sorted({*known, topic}) if t not in order]
 

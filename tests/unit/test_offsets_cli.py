@@ -122,3 +122,23 @@ def test_an_offset_beyond_kafkas_range_is_refused(env: Env, capsys: pytest.Captu
     assert _set(env, offset=2**64) == 2
     assert "above Kafka's largest offset" in capsys.readouterr().err
     assert env.table().completed_commits() == [T1]
+
+
+def test_a_topic_the_tables_offsets_do_not_name_is_refused(env: Env) -> None:
+    """A typo in --topic would store every partition's offsets under a topic the sink does not
+    read, which then starts its real topic from 0 (found in review): refused, nothing committed."""
+    _commit(env, env.committer("a"), T1, {("orders", 0): 100, ("orders", 1): 50}, ["orders"])
+    assert _set(env, "--topic", "ordrs") == 2
+    assert _offsets(env) == {("orders", 0): 100, ("orders", 1): 50}
+
+
+def test_offsets_that_name_no_topic_are_not_reassigned_by_the_cli(env: Env) -> None:
+    """Offsets written before commits named their topic (``0=100,1=50``, Hudi's own form): a
+    --topic cannot be told from a typo here, so the CLI refuses and points at POST /offsets."""
+    c = env.committer("a")
+    c.start(T1)
+    c.commit(T1, build_commit_metadata([], {"schema": env.schema.avro_schema_json(),
+                                             "kafka.commit.offsets": "0=100,1=50"}), [])
+    assert _set(env, "--topic", "ordrs") == 2
+    metadata = env.table().latest_commit_metadata()
+    assert metadata is not None and metadata["extraMetadata"]["kafka.commit.offsets"] == "0=100,1=50"
