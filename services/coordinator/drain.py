@@ -56,7 +56,8 @@ async def drain(driver: TransactionDriver, budget_s: float) -> bool:
     deadline = loop.time() + budget_s
     ended: str | None = None
     seen: str | None = None
-    while driver.is_leader and (driver.current is not None or driver.starting is not None):
+    while driver.is_leader and (driver.current is not None or driver.starting is not None
+                                or driver.offsets.pending is not None):  # accepted: applied
         state = driver.current
         seen = state.instant if state is not None else seen
         if state is not None and state.instant != ended \
