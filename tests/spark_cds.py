@@ -5,14 +5,15 @@ CPU counter, starting a SparkWriter and its warm-up jobs took 10-11 CPU-s with C
 5.6-6.2 CPU-s with a dynamic CDS archive of those classes; the suite starts well over a
 hundred drivers and is CPU-bound on 2 cores.
 
-The archive is written once per machine (in the user's cache, ``~/.cache/hudi-sink/spark-
-cds/``, shared by every clone, named by the JVM and the pyspark jars it was dumped from) by a
-throwaway SparkWriter run, before the test workers start, and handed to the drivers through
-``SPARK_SUBMIT_OPTS``: spark-submit adds it to the driver JVM only (not to its launcher, whose
-stdout Spark parses), and the product's own driver options (``spark.driver.extraJavaOptions``)
-are left as the services set them. A driver that cannot map the archive (another classpath)
-logs a warning on stderr and starts without it; if the dump fails, the tests run without an
-archive.
+The archive is written once per checkout's virtualenv (in the user's cache, ``~/.cache/hudi-
+sink/spark-cds/``, named by the JVM and the directory and contents of pyspark's jars: a
+dynamic archive maps only for the exact class path it was dumped with, so a clean clone dumps
+its own, and archives of clones that are gone are removed) by a throwaway SparkWriter run,
+before the test workers start, and handed to the drivers through ``SPARK_SUBMIT_OPTS``: spark-
+submit adds it to the driver JVM only (not to its launcher, whose stdout Spark parses), and
+the product's own driver options (``spark.driver.extraJavaOptions``) are left as the services
+set them. A driver that cannot map the archive logs a warning on stderr and starts without it;
+if the dump fails, the tests run without an archive.
 """
 
 from __future__ import annotations
@@ -49,15 +50,29 @@ writer.stop()
 def _stamp() -> str:
     """The JVM binary and pyspark's jars: the archive is only valid for the ones it was
     dumped from."""
-    import pyspark
-
     digest = hashlib.sha256()
     java = shutil.which("java") or "java"
     digest.update(os.path.realpath(java).encode())
-    jars = Path(pyspark.__file__).parent / "jars"
+    jars = _jars_dir()
+    digest.update(str(jars).encode())  # the class path's own text must match, not only the jars
     for jar in sorted(jars.glob("*.jar")):
         digest.update(jar.name.encode() + b"\0" + str(jar.stat().st_size).encode())
     return digest.hexdigest()[:16]
+
+
+def _jars_dir() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent / "jars"
+
+
+def _drop_stale(keep: Path) -> None:
+    """Archives of checkouts that are gone (each clean clone dumps its own: ~170 MB)."""
+    for record in CACHE.glob("spark-driver-*.jars"):
+        archive = record.with_suffix(".jsa")
+        if archive != keep and not Path(record.read_text().strip()).is_dir():
+            archive.unlink(missing_ok=True)
+            record.unlink(missing_ok=True)
 
 
 def _archive() -> Path | None:
@@ -85,6 +100,8 @@ def _archive() -> Path | None:
             print(f"spark_cds: no archive, drivers start without one: {detail}", file=sys.stderr)
             return None
         os.replace(dump, archive)
+        archive.with_suffix(".jars").write_text(f"{_jars_dir()}\n")
+        _drop_stale(archive)
         return archive
 
 
