@@ -96,6 +96,8 @@ def test_chaos_full(broker: EmbeddedBroker, tmp_path: Path, unique_name: str) ->
                participants=3, freeze_s=20, seed=int(os.environ.get("CHAOS_SEED", "7")))
 
 
+@pytest.mark.long  # its parts in the default suite: test_real_kafka (participant SIGKILL,
+# coordinator crash), test_failures (zombie leader, standby), test_exactly_once_holes (freeze)
 @pytest.mark.timeout(900)
 def test_chaos_small(broker: EmbeddedBroker, tmp_path: Path, unique_name: str) -> None:
     _run_chaos(broker, tmp_path, unique_name, records=6000, rounds=2, participants=2,

@@ -21,7 +21,10 @@ from pipeline import HTTP, Pipeline, files_below, metric_total
 
 from hudi_sink.cli.broker import EmbeddedBroker
 
-pytestmark = pytest.mark.timeout(900)
+# Long suite: its parts run in the default suite (test_deleter.py: the two-phase protocol, an
+# in-flight file kept until its rollback, staging directories removed, orphans reconciled;
+# test_real_kafka.py: a participant SIGKILLed mid-transaction).
+pytestmark = [pytest.mark.timeout(900), pytest.mark.long]
 
 
 async def _count_records(bootstrap: str, topic: str) -> int:

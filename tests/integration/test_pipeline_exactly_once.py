@@ -18,7 +18,9 @@ from pipeline import Pipeline, files_below
 
 from hudi_sink.cli.broker import EmbeddedBroker
 
-pytestmark = pytest.mark.timeout(600)
+# Long suite: the default suite runs the same spine on Apache Kafka
+# (test_real_kafka.py::test_spine_across_a_coordinator_crash_on_kafka).
+pytestmark = [pytest.mark.timeout(600), pytest.mark.long]
 
 
 def _staged_parquet(pipeline: Pipeline) -> list[Path]:
