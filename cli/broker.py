@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -110,12 +111,36 @@ def _cached_copy(source: Path) -> Path:
     return target
 
 
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+CHOSEN_PORTS = 8192
+"""How many ports below the kernel's ephemeral range ``free_port`` draws from."""
+
+
+def _below_ephemeral_range() -> tuple[int, int]:
+    """Ports the kernel never hands out by itself (Linux: below ``ip_local_port_range``)."""
+    try:
+        low = int(EPHEMERAL_RANGE_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default
+    return max(1024, low - CHOSEN_PORTS), low - 1
+
+
 def free_port() -> int:
     """Return a TCP port on 127.0.0.1 that was free a moment ago.
 
-    There is an unavoidable race between closing our socket and the broker binding it;
-    ``EmbeddedBroker`` retries on another port when it picked the port itself.
+    There is an unavoidable race between our check and the caller's bind. It is drawn at
+    random below the kernel's ephemeral range, so the ports the kernel hands out meanwhile
+    (outgoing connections, ``bind(0)``: Spark's py4j gateway and block manager, Kafka clients)
+    never take it; a port from ``bind(0)`` itself was taken by a Spark driver of another test
+    between the check and a service's bind (seen with 5 test workers). ``EmbeddedBroker``
+    retries on another port when it picked the port itself.
     """
+    low, high = _below_ephemeral_range()
+    if low < high:
+        for _ in range(100):
+            port = random.randint(low, high)
+            if port_is_free(port):
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((_HOST, 0))
         return int(sock.getsockname()[1])
