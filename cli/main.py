@@ -280,30 +280,32 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench(sub)
     table = sub.add_parser("table", help="inspect a Hudi table (read with hudi-rs)")
     table.add_argument("action", choices=["show", "history", "read"])
-    table.add_argument("--path", required=True, help="table base path")
-    table.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_table_location(table)
     table.add_argument("--limit", type=int, default=20, help="rows (read) or instants (history)")
     table.add_argument("--as-of", default=None, help="read: time travel to this instant")
-    table.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
-                       help="object-store option for s3:// paths (as table.storage_options)")
     table.set_defaults(func=_table)
     offsets = sub.add_parser("offsets", help="committed Kafka offsets (README: Skipping a poison record)")
     offsets_sub = offsets.add_subparsers(dest="action", required=True, parser_class=_Parser)
     set_cmd = offsets_sub.add_parser(
         "set", help="set one partition's offset while no coordinator runs (a fenced commit "
                     "recording --reason; refused, exit 2, while a coordinator is active)")
-    set_cmd.add_argument("--path", required=True, help="table base path")
+    _add_table_location(set_cmd)
     set_cmd.add_argument("--partition", type=int, required=True)
     set_cmd.add_argument("--offset", type=int, required=True, help="next offset to consume")
     set_cmd.add_argument("--reason", required=True, help="recorded in the table's history")
     set_cmd.add_argument("--topic", default=None, help="needed when the table has several topics")
     set_cmd.add_argument("--quiet-seconds", type=float, default=10.0,
                          help="how long the table must stay unchanged first (default 10)")
-    set_cmd.add_argument("--json", action="store_true", help="machine-readable output")
-    set_cmd.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
-                         help="object-store option for s3:// paths (as table.storage_options)")
     set_cmd.set_defaults(func=_offsets)
     return parser
+
+
+def _add_table_location(command: argparse.ArgumentParser) -> None:
+    """The table commands' common arguments: where the table is, how to reach it, JSON."""
+    command.add_argument("--path", required=True, help="table base path")
+    command.add_argument("--json", action="store_true", help="machine-readable output")
+    command.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
+                         help="object-store option for s3:// paths (as table.storage_options)")
 
 
 def _add_bench(sub: Any) -> None:
