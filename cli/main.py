@@ -266,9 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--delete-ratio", type=float, default=None, metavar="R",
                          help="with --key-space: this fraction of records are tombstones")
     produce.set_defaults(func=_produce)
-    config = sub.add_parser("config", help="configuration tools")
-    config_sub = config.add_subparsers(dest="action", required=True, parser_class=_Parser)
-    check = config_sub.add_parser(
+    check = _command_group(sub, "config", "configuration tools").add_parser(
         "check", help="validate a config as the services would, and against the table it names "
                       "(write mode, record key); print it resolved, secrets redacted")
     check.add_argument("--config", required=True, help="YAML, .toml or .properties config file")
@@ -284,9 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
     table.add_argument("--limit", type=int, default=20, help="rows (read) or instants (history)")
     table.add_argument("--as-of", default=None, help="read: time travel to this instant")
     table.set_defaults(func=_table)
-    offsets = sub.add_parser("offsets", help="committed Kafka offsets (README: Skipping a poison record)")
-    offsets_sub = offsets.add_subparsers(dest="action", required=True, parser_class=_Parser)
-    set_cmd = offsets_sub.add_parser(
+    offsets = _command_group(sub, "offsets", "committed Kafka offsets (README: Skipping a poison "
+                             "record)")
+    set_cmd = offsets.add_parser(
         "set", help="set one partition's offset while no coordinator runs (a fenced commit "
                     "recording --reason; refused, exit 2, while a coordinator is active)")
     _add_table_location(set_cmd)
@@ -298,6 +296,13 @@ def build_parser() -> argparse.ArgumentParser:
                          help="how long the table must stay unchanged first (default 10)")
     set_cmd.set_defaults(func=_offsets)
     return parser
+
+
+def _command_group(sub: Any, name: str, help_text: str) -> Any:
+    """A command with actions of its own (``config check``, ``offsets set``): their parsers'
+    group."""
+    group = sub.add_parser(name, help=help_text)
+    return group.add_subparsers(dest="action", required=True, parser_class=_Parser)
 
 
 def _add_table_location(command: argparse.ArgumentParser) -> None:

@@ -109,9 +109,9 @@ class Metrics:
             "1 on the deleter pod that runs the scheduled sweep and reconcile",
             registry=r,
         )
-        self._dlq_scans = Counter(
-            "hudi_sink_deletion_dlq_scans", "Reads of the whole deletion DLQ topic for "
-            "GET /deletions/dlq (concurrent requests share one)", registry=r)
+        self._dlq_scans = Counter("hudi_sink_deletion_dlq_scans", registry=r, documentation=(
+            "Reads of the whole deletion DLQ topic for GET /deletions/dlq (concurrent requests "
+            "share one)"))
         # deletion intents (phase 1, any sender: the coordinator, the deleter's reconcile)
         self._intents_sent = Counter(
             "hudi_sink_deletion_intents_sent",
