@@ -33,13 +33,8 @@ from typing import Any, Protocol
 
 import orjson
 
-from hudi_sink.cli.bench.connect import (
-    AnchorUnavailable,
-    ConnectWorker,
-    pom_properties,
-    resolve_classpath,
-    wait_assigned,
-)
+from hudi_sink.cli.bench import connect
+from hudi_sink.cli.bench.connect import AnchorUnavailable, ConnectWorker
 from hudi_sink.cli.bench.data import PARTITIONS, produce
 from hudi_sink.cli.bench.lakes import HudiCommits, IcebergCommits, TableCommit, Visibility
 from hudi_sink.cli.bench.report import percentile, tree_cpu_seconds, vm_hwm_mb
@@ -163,7 +158,7 @@ async def run_anchors(setup: AnchorSetup) -> dict[str, dict[str, Any]]:
     """Every anchor in turn (one at a time: they share the machine with nothing else)."""
     results: dict[str, dict[str, Any]] = {}
     try:
-        runtime: list[str] | None = await asyncio.to_thread(resolve_classpath, "connect-runtime")
+        runtime: list[str] | None = await asyncio.to_thread(connect.resolve_classpath, "connect-runtime")
         runtime_error = None
     except AnchorUnavailable as exc:
         runtime, runtime_error = None, str(exc)
@@ -173,8 +168,8 @@ async def run_anchors(setup: AnchorSetup) -> dict[str, dict[str, Any]]:
 
 
 def _versions(anchor: Anchor) -> dict[str, str | None]:
-    return {"kafka_connect": pom_properties("connect-runtime").get("kafka.version"),
-            anchor.key: pom_properties(anchor.directory).get(anchor.version_property)}
+    return {"kafka_connect": connect.pom_properties("connect-runtime").get("kafka.version"),
+            anchor.key: connect.pom_properties(anchor.directory).get(anchor.version_property)}
 
 
 async def _run_one(anchor: Anchor, setup: AnchorSetup, runtime: list[str] | None,
@@ -184,7 +179,7 @@ async def _run_one(anchor: Anchor, setup: AnchorSetup, runtime: list[str] | None
         result["versions"] = _versions(anchor)
         if runtime is None:
             raise AnchorUnavailable(runtime_error or "no Connect runtime")
-        plugin = await asyncio.to_thread(resolve_classpath, anchor.directory)
+        plugin = await asyncio.to_thread(connect.resolve_classpath, anchor.directory)
         result.update(await _measure(anchor, setup, runtime, plugin))
     except Exception as exc:  # noqa: BLE001 - whatever stops an anchor is its reason line, not the bench's end
         unexpected = not isinstance(exc, AnchorUnavailable)
@@ -211,7 +206,7 @@ async def _measure(anchor: Anchor, setup: AnchorSetup, runtime: list[str],
         cpu_before = tree_cpu_seconds(worker.pid)
         submitted = time.time()
         await worker.submit(name, config)
-        assigned = asyncio.create_task(wait_assigned(setup.bootstrap, f"connect-{name}", PARTITIONS,
+        assigned = asyncio.create_task(connect.wait_assigned(setup.bootstrap, f"connect-{name}", PARTITIONS,
                                                      setup.timeout_s))
         try:
             await _watch(worker, name, table, seen, lambda: seen.backlog_done_at is not None,
