@@ -173,7 +173,7 @@ async def test_an_anchor_that_cannot_run_gets_a_reason_and_the_next_one_still_ru
         ran.append(anchor.key)
         raise OSError("disk full")
 
-    monkeypatch.setattr(anchors, "resolve_classpath", resolve)
+    monkeypatch.setattr(anchors.connect, "resolve_classpath", resolve)
     monkeypatch.setattr(anchors, "_measure", measure)
     setup = anchors.AnchorSetup(bootstrap="127.0.0.1:1", work=tmp_path, records=10, record_bytes=100,
                                 seed="s", interval_ms=1000, steady=None, timeout_s=5)
