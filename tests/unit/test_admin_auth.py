@@ -30,11 +30,11 @@ PROBES = ("/health", "/ready", "/metrics")
 
 class StandbyCoordinator:
     """Enough of the coordinator for its routes: a standby, so a POST that gets through the
-    auth check answers 409 naming the leader (proof the handler ran) without side effects."""
+    auth check answers 409 naming the leader (proof the handler ran) without side effects;
+    ``leader=True``: POSTs run the command (202) and are recorded in ``commands``."""
 
-    is_leader = False
-
-    def __init__(self) -> None:
+    def __init__(self, leader: bool = False) -> None:
+        self.is_leader = leader
         self.commands: list[str] = []
 
     def leader_info(self) -> dict[str, Any]:

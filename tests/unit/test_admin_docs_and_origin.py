@@ -13,11 +13,11 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from test_admin_auth import StandbyCoordinator
 
 from hudi_sink.cli.dev import DEFAULT_DEV_CONFIG, dev_admin
 from hudi_sink.cli.main import main
 from hudi_sink.services.coordinator.rest import build_router
-from hudi_sink.services.coordinator.views import CurrentTransaction, TransactionView
 from hudi_sink.shared.config.settings import SinkConfig, config_from_mapping
 from hudi_sink.shared.errors import ConfigError
 from hudi_sink.shared.runtime.admin import create_admin_app
@@ -28,43 +28,13 @@ TOKEN = "docs-s3cret"
 DOCS = ("/openapi.json", "/docs", "/redoc")
 
 
-class Standby:
-    """The coordinator's routes' view of it; ``leader=True``: POSTs run the command (202)."""
-
-    def __init__(self, leader: bool = False) -> None:
-        self.is_leader = leader
-        self.commands: list[str] = []
-
-    def leader_info(self) -> dict[str, str]:
-        return {"admin_url": "http://leader:8080"}
-
-    def current_transaction(self) -> CurrentTransaction:
-        return CurrentTransaction(role="standby", phase="standby", commit_time=None, epoch=1,
-                                  partitions_expected=0, partitions_answered=[],
-                                  partitions_pending=[], age_s=None, leader=self.leader_info())
-
-    def inflight_view(self) -> TransactionView | None:
-        return None
-
-    def transaction_views(self, limit: int) -> list[TransactionView]:
-        return []
-
-    def request_commit(self) -> str | None:
-        self.commands.append("commit")
-        return None
-
-    def request_abort(self) -> str | None:
-        self.commands.append("abort")
-        return None
-
-
 def _call(config: SinkConfig, method: str, path: str, headers: dict[str, str] | None = None,
           base_url: str = "http://127.0.0.1:8080", content: bytes | None = None,
-          coordinator: Standby | None = None) -> httpx.Response:
+          coordinator: StandbyCoordinator | None = None) -> httpx.Response:
     app = create_admin_app("unit", readiness=list, metrics=Metrics("unit"), token=config.admin.token,
                            allow_unauthenticated=config.admin.allow_unauthenticated,
                            bind_host=config.admin.host,
-                           routers=[build_router(coordinator or Standby())])
+                           routers=[build_router(coordinator or StandbyCoordinator())])
 
     async def call() -> httpx.Response:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base_url) as http:
@@ -142,7 +112,7 @@ def test_a_null_token_in_the_file_still_means_none() -> None:
 def test_dev_refuses_a_cross_origin_text_plain_commit() -> None:
     dev = _dev()
     assert dev.admin.allow_unauthenticated and dev.admin.host == "127.0.0.1"
-    coordinator = Standby(leader=True)
+    coordinator = StandbyCoordinator(leader=True)
     forged = _call(dev, "POST", "/transactions/commit", coordinator=coordinator,
                    headers={"Origin": "http://evil.example", "Content-Type": "text/plain"},
                    content=b"x")
