@@ -9,64 +9,162 @@ schema union exactly (a column or struct field the table gained since the old sl
 written, by schema evolution, is null in its rows; a widened one is cast). A slice whose every
 row is gone is an empty base file (readers then read no row of the group; hudi-rs and Hudi's
 Java reader both do).
+
+How the job is shaped, and why. Every planned file must come out of exactly one Spark task
+(one file per ``__hs_part`` directory), so the planned files are dealt into a few buckets of
+about equal rows (:func:`deal_buckets`), and each bucket is one task: its new rows and its old
+slices, ``coalesce(1)``; the buckets' union runs them side by side on the driver's cores. A
+bucket reads its old slices in **one** scan per file schema (schema evolution: slices written
+before a change need their own casts), learns each row's slice from Spark's ``_metadata``
+column, and leaves the dropped keys out with one anti-join on (slice, key). The first version
+read every slice in a scan of its own and left keys out with a literal ``isin`` per slice: a
+plan of a hundred branches that Spark analysed, optimised and compiled one by one, and one task
+for the whole job. Measured on a full-table merge here (1M rows of 1 KB in 100 slices, 600 keys
+replaced in each; 2 cores, warm JVM): 59-75 s before, 9-11 s after.
 """
 
 from __future__ import annotations
 
+import heapq
 import posixpath
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hudi_sink.services.participant.packing import Carry
 from hudi_sink.shared.storage.fs import FileSystem
 
-__all__ = ["with_carried_rows", "write_empty_slice", "CarriedFile", "FILE_NAME_COLUMN"]
+__all__ = ["frame_with_carried_rows", "deal_buckets", "write_empty_slice", "CarriedFile",
+           "FILE_NAME_COLUMN"]
 
 FILE_NAME_COLUMN = "_hoodie_file_name"
 KEY_COLUMN = "_hoodie_record_key"
-ISIN_MAX_KEYS = 2000
-"""Up to this many keys to leave out are a literal ``isin`` filter; more are an anti-join
-with a broadcast table of the keys (a long literal list makes a slow plan)."""
+SOURCE_COLUMN = "__hs_source"
+"""The old slice a carried row was read from (its file name), while the job is planned."""
 
 CarriedFile = tuple[int, str, Carry]
 """(``__hs_part`` index, the new file's name, the slice it carries rows from)."""
 
 
-def with_carried_rows(session: Any, table: pa.Table, carried: list[CarriedFile],
-                      part_column: str) -> Any:
-    """A DataFrame of ``table`` (may be empty) plus every carried slice's remaining rows."""
-    base = session.createDataFrame(table) if table.num_rows else None
-    types = {f.name: f.dataType for f in base.schema.fields} if base is not None else {}
-    frames = [] if base is None else [base]
-    from pyspark.sql import functions as func
+def deal_buckets(weights: dict[int, int], buckets: int) -> list[list[int]]:
+    """Planned file indices dealt into at most ``buckets`` non-empty lists of about equal
+    total weight (rows): the heaviest file first, each to the lightest bucket so far. A file
+    is never split: its rows must come out of one task."""
+    heap = [(0, n) for n in range(max(1, min(buckets, len(weights))))]
+    dealt: list[list[int]] = [[] for _ in heap]
+    for index in sorted(weights, key=lambda i: (-weights[i], i)):
+        load, n = heapq.heappop(heap)
+        dealt[n].append(index)
+        heapq.heappush(heap, (load + weights[index], n))
+    return [sorted(bucket) for bucket in dealt if bucket]
 
-    for index, file_name, carry in carried:
-        if carry.rows == 0:
-            continue  # nothing left of it (an empty slice is written apart)
-        old = _without_keys(session, session.read.parquet(carry.source_path), carry.drop_keys)
-        present = {f.name: f.dataType for f in old.schema.fields}
-        columns = []
-        for name in table.column_names:
-            kind = types.get(name)
-            if name == FILE_NAME_COLUMN:
-                value = func.lit(file_name)
-            elif name == part_column:
-                value = func.lit(index).cast("int")
-            elif name not in present:  # a column added since the slice was written: null
-                value = func.lit(None)
-            elif kind is not None:
-                columns.append(_conformed(func.col(f"`{name}`"), present[name], kind).alias(name))
-                continue
-            else:
-                value = func.col(f"`{name}`")
-            columns.append((value.cast(kind) if kind is not None else value).alias(name))
-        frames.append(old.select(*columns))
+
+def frame_with_carried_rows(session: Any, table: pa.Table, carried: list[CarriedFile],
+                            part_column: str, *, buckets: int,
+                            schema_of: Callable[[str], pa.Schema]) -> Any:
+    """A DataFrame of ``table`` (may be empty) plus every carried slice's remaining rows,
+    each planned file's rows in one partition (see the module doc). ``schema_of`` reads an
+    old slice's file schema (its footer)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    types = {f.name: f.dataType for f in from_arrow_schema(table.schema,
+                                                           prefer_timestamp_ntz=False).fields}
+    new_rows = _rows_per_index(table, part_column)
+    live = [c for c in carried if c[2].rows > 0]  # an empty slice is written apart
+    weights = dict(new_rows)
+    for index, _, carry in live:
+        weights[index] = weights.get(index, 0) + carry.rows
+    by_index = {c[0]: c for c in live}
+    frames = []
+    for bucket in deal_buckets(weights, buckets):
+        parts: list[Any] = []
+        mine = [i for i in bucket if new_rows.get(i)]
+        if mine:
+            rows = table.filter(pc.is_in(table.column(part_column), pa.array(mine, pa.int32())))
+            parts.append(session.createDataFrame(rows))
+        old = [by_index[i] for i in bucket if i in by_index]
+        for scan in _scans(old, schema_of):
+            parts.append(_carried_scan(session, scan, table.column_names, types, part_column))
+        frame = parts[0]
+        for other in parts[1:]:
+            frame = frame.unionByName(other)
+        frames.append(frame.coalesce(1))
+    if not frames:  # nothing carried and no new rows (the writer returns before this)
+        return session.createDataFrame(table).coalesce(1)
     frame = frames[0]
     for other in frames[1:]:
-        frame = frame.unionByName(other)
+        frame = frame.union(other)
     return frame
+
+
+def _scans(carried: list[CarriedFile], schema_of: Callable[[str], pa.Schema]
+           ) -> Iterable[list[CarriedFile]]:
+    """Slices read together: one file schema, distinct file names (a row's slice is known by
+    its file name alone)."""
+    groups: list[tuple[pa.Schema, list[CarriedFile]]] = []
+    for item in carried:
+        schema = schema_of(item[2].source_path).remove_metadata()
+        name = posixpath.basename(item[2].source_path)
+        for known, members in groups:
+            if known.equals(schema) and all(posixpath.basename(m[2].source_path) != name
+                                            for m in members):
+                members.append(item)
+                break
+        else:
+            groups.append((schema, [item]))
+    return [members for _, members in groups]
+
+
+def _carried_scan(session: Any, scan: list[CarriedFile], columns: list[str],
+                  types: dict[str, Any], part_column: str) -> Any:
+    """One scan of slices of one schema: their rows less the dropped keys, conformed to the
+    flush's columns, each naming its new file and ``__hs_part``."""
+    from pyspark.sql import functions as func
+
+    read = session.read.parquet(*[carry.source_path for _, _, carry in scan])
+    present = {f.name: f.dataType for f in read.schema.fields}
+    source = read.metadataColumn("_metadata").getField("file_name")
+    old = read.select("*", source.alias(SOURCE_COLUMN))
+    dropped = [(posixpath.basename(carry.source_path), key)
+               for _, _, carry in scan for key in carry.drop_keys]
+    if dropped:
+        names, keys = zip(*dropped, strict=True)
+        drop = session.createDataFrame(pa.table({SOURCE_COLUMN: pa.array(names, pa.string()),
+                                                 KEY_COLUMN: pa.array(keys, pa.string())}))
+        old = old.join(func.broadcast(drop), on=[SOURCE_COLUMN, KEY_COLUMN], how="left_anti")
+    by_name = {posixpath.basename(carry.source_path): (index, file_name)
+               for index, file_name, carry in scan}
+    source_col = func.col(SOURCE_COLUMN)
+    new_name = func.create_map(*[func.lit(v) for name, (_, file_name) in by_name.items()
+                                 for v in (name, file_name)])[source_col]
+    new_index = func.create_map(*[func.lit(v) for name, (index, _) in by_name.items()
+                                  for v in (name, index)])[source_col]
+    selected = []
+    for name in columns:
+        kind = types.get(name)
+        if name == FILE_NAME_COLUMN:
+            value = new_name
+        elif name == part_column:
+            value = new_index
+        elif name not in present:  # a column added since the slice was written: null
+            value = func.lit(None)
+        else:
+            value = _conformed(func.col(f"`{name}`"), present[name], kind) if kind else func.col(
+                f"`{name}`")
+            selected.append(value.alias(name))
+            continue
+        selected.append((value.cast(kind) if kind is not None else value).alias(name))
+    return old.select(*selected)
+
+
+def _rows_per_index(table: pa.Table, part_column: str) -> dict[int, int]:
+    if not table.num_rows:
+        return {}
+    counts = pc.value_counts(table.column(part_column))
+    return {int(item["values"].as_py()): int(item["counts"].as_py()) for item in counts}
 
 
 def _conformed(value: Any, source: Any, target: Any) -> Any:
@@ -89,17 +187,6 @@ def _conformed(value: Any, source: Any, target: Any) -> Any:
         return func.transform_values(value, lambda _key, item: _conformed(
             item, source.valueType, target.valueType))
     return value.cast(target)
-
-
-def _without_keys(session: Any, frame: Any, keys: frozenset[str]) -> Any:
-    if not keys:
-        return frame
-    from pyspark.sql import functions as func
-
-    if len(keys) <= ISIN_MAX_KEYS:
-        return frame.filter(~func.col(KEY_COLUMN).isin(sorted(keys)))
-    dropped = session.createDataFrame([(key,) for key in sorted(keys)], f"{KEY_COLUMN} string")
-    return frame.join(func.broadcast(dropped), on=KEY_COLUMN, how="left_anti")
 
 
 def write_empty_slice(fs: FileSystem, path: str, schema: pa.Schema, part_column: str) -> int:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from hudi_sink.services.participant.carried_rows import with_carried_rows, write_empty_slice
+from hudi_sink.services.participant.carried_rows import frame_with_carried_rows, write_empty_slice
 from hudi_sink.services.participant.packing import Carry
 from hudi_sink.services.participant.spark_connect_url import connect_url
 from hudi_sink.shared.config.settings import SparkConfig
@@ -238,9 +238,14 @@ class SparkWriter:
         scratch = posixpath.join(work_dir, f".spark-{uuid.uuid4().hex}")
         try:
             session = self._session_or_start()
-            frame = with_carried_rows(session, table, [(p.index, p.file_name, p.carry) for p in files
-                                                        if p.carry is not None], PART_COLUMN)
-            writer = frame.coalesce(1).write.partitionBy(PART_COLUMN)
+            carried = [(p.index, p.file_name, p.carry) for p in files if p.carry is not None]
+            if carried:  # each planned file's rows in one of a few tasks, side by side
+                frame = frame_with_carried_rows(session, table, carried, PART_COLUMN,
+                                                buckets=self._tasks(session),
+                                                schema_of=self._file_schema)
+            else:  # one task: the session's other slot runs another flush meanwhile
+                frame = session.createDataFrame(table).coalesce(1)
+            writer = frame.write.partitionBy(PART_COLUMN)
             for column in mostly_distinct_columns(table):
                 writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
             if wants_legacy_format(table.schema):
@@ -278,6 +283,24 @@ class SparkWriter:
         return written
 
 
+    def _tasks(self, session: SparkSession) -> int:
+        """Tasks a job carrying old rows is dealt into: twice the driver's cores (tasks of
+        unequal length then still keep every core busy; measured on a full-table merge of 100
+        slices on 2 cores: 2 tasks 11-12 s, 4 tasks 9.4-9.7 s). Spark Connect does not say its
+        cores: ``spark.default.parallelism`` when the server has it, else 4."""
+        if not self.is_connect:
+            return max(1, 2 * int(session.sparkContext.defaultParallelism))
+        try:
+            return max(1, 2 * int(session.conf.get("spark.default.parallelism") or ""))
+        except Exception:  # noqa: BLE001 - unset on the server (or refused): the default
+            return CONNECT_TASKS
+
+    def _file_schema(self, path: str) -> pa.Schema:
+        import pyarrow.parquet as pq
+
+        with self._fs.open_read(path) as handle:
+            return pq.read_schema(handle)
+
     def _empty(self, planned: PlannedFile, schema: pa.Schema) -> WrittenFile:
         return WrittenFile(planned, 0, write_empty_slice(self._fs, planned.staged_path, schema,
                                                          PART_COLUMN))
@@ -293,6 +316,9 @@ class SparkWriter:
             raise SparkWriteError(f"new slice {path} holds {found} rows, not the {expected} "
                                   "of the old slice and the flush")
 
+
+CONNECT_TASKS = 4
+"""Tasks of a job carrying old rows over Spark Connect when the server's parallelism is unknown."""
 
 LEGACY_FORMAT = "spark.sql.parquet.writeLegacyFormat"
 """Set per write, as a write option: Spark applies a ``spark.sql.*`` write option to that

@@ -124,3 +124,80 @@ def test_the_spark_jvm_runs_with_few_malloc_arenas_and_the_serial_collector(
     expected = os.environ.get("MALLOC_ARENA_MAX", "2")
     assert {jvm.environ().get("MALLOC_ARENA_MAX") for jvm in jvms} == {expected}
     assert all("-XX:+UseSerialGC" in jvm.cmdline() for jvm in jvms), [j.cmdline() for j in jvms]
+
+
+def _old_slice(path: Path, name: str, keys: list[str], evolved: bool) -> None:
+    """A slice as an earlier commit wrote it; ``evolved``: after ``qty`` widened to BIGINT and
+    ``note`` was added (the slices before it have neither)."""
+    columns: dict[str, pa.Array] = {
+        "_hoodie_commit_time": pa.array(["20260101000000000"] * len(keys)),
+        "_hoodie_commit_seqno": pa.array([f"20260101000000000_0_{k}" for k in keys]),
+        "_hoodie_record_key": pa.array(keys),
+        "_hoodie_file_name": pa.array([name] * len(keys)),
+        "id": pa.array(keys),
+        "qty": pa.array(range(len(keys)), pa.int64() if evolved else pa.int32()),
+    }
+    if evolved:
+        columns["note"] = pa.array(["old"] * len(keys))
+    pq.write_table(pa.table(columns), path / name)
+
+
+def test_carried_rows_of_many_slices_and_two_schemas_keep_each_file_in_one_task(
+    writers: dict[str, SparkWriter], tmp_path: Path
+) -> None:
+    """Six old slices (three before a schema change, three after) dealt into the writer's
+    tasks (local[1]: two), keys dropped per slice (one stored twice in its slice: both rows
+    go), new rows into four of them and into a new group: every new file holds exactly its
+    slice's rows less the dropped ones plus its new rows, carried rows keep their meta
+    columns and name the new file, the old schema's rows read as the new one's."""
+    from hudi_sink.services.participant.packing import Carry
+
+    writer = writers["snappy"]
+    old_dir, staging = tmp_path / "old", tmp_path / "staging"
+    old_dir.mkdir()
+    staging.mkdir()
+    keys = {i: [f"k{i}-{n}" for n in range(40)] for i in range(6)}
+    keys[2] = [*keys[2], "k2-7"]  # stored twice
+    for i in range(6):
+        _old_slice(old_dir, f"g{i}_old.parquet", keys[i], evolved=i >= 3)
+    drops = {i: {f"k{i}-{n}" for n in range(i + 1)} | ({"k2-7"} if i == 2 else set())
+             for i in range(6)}
+    new_for = {0: 3, 2: 5, 3: 1, 5: 4, 6: 7}  # index -> new rows (6: a new group)
+    new_ids = [f"new{i}-{n}" for i, count in new_for.items() for n in range(count)]
+    table = pa.table({
+        "_hoodie_commit_time": ["20260202000000000"] * len(new_ids),
+        "_hoodie_commit_seqno": [f"20260202000000000_0_{k}" for k in new_ids],
+        "_hoodie_record_key": new_ids,
+        "_hoodie_file_name": [f"f{int(k[3])}.parquet" for k in new_ids],
+        "id": new_ids,
+        "qty": pa.array(range(len(new_ids)), pa.int64()),
+        "note": ["new"] * len(new_ids),
+        PART_COLUMN: pa.array([int(k[3]) for k in new_ids], pa.int32()),
+    })
+    planned = []
+    for i in range(7):
+        carry = None
+        if i < 6:
+            stored = sum(1 for k in keys[i] if k in drops[i])
+            carry = Carry(file_id=f"g{i}", source_path=str(old_dir / f"g{i}_old.parquet"),
+                          prev_commit="20260101000000000", rows=len(keys[i]) - stored,
+                          drop_keys=frozenset(drops[i]))
+        planned.append(PlannedFile(index=i, file_id=f"g{i}", partition_path="",
+                                   file_name=f"f{i}.parquet",
+                                   staged_path=str(staging / f"f{i}.parquet"), carry=carry))
+    written = writer.write(table, planned, str(staging))
+    for file in written:
+        i = file.planned.index
+        rows = pq.read_table(file.planned.staged_path).to_pylist()
+        carried = [r for r in rows if r["note"] != "new"]
+        expected_old = sorted(k for k in keys.get(i, []) if k not in drops.get(i, set()))
+        assert sorted(r["id"] for r in carried) == expected_old, i
+        assert sorted(r["id"] for r in rows if r["note"] == "new") == sorted(
+            k for k in new_ids if int(k[3]) == i), i
+        assert file.num_records == len(rows)
+        assert {r["_hoodie_file_name"] for r in rows} <= {f"f{i}.parquet"}
+        assert {r["_hoodie_commit_time"] for r in carried} <= {"20260101000000000"}
+        assert all(r["_hoodie_commit_seqno"] == f"20260101000000000_0_{r['id']}" for r in carried)
+        assert {r["note"] for r in carried} == (set() if i == 6 else {"old"} if i >= 3 else {None})
+        assert pq.read_schema(file.planned.staged_path).field("qty").type == pa.int64()
+    assert sorted(p.name for p in staging.iterdir()) == [f"f{i}.parquet" for i in range(7)]

@@ -1,0 +1,27 @@
+"""How planned files are dealt into the tasks of a job that carries old rows: every file in
+exactly one bucket, buckets about equally heavy, never more buckets than files or asked."""
+
+from __future__ import annotations
+
+from hudi_sink.services.participant.carried_rows import deal_buckets
+
+
+def test_each_file_goes_to_exactly_one_bucket_and_the_loads_even_out() -> None:
+    weights = {i: 10_000 for i in range(100)} | {100: 600, 101: 25_000}
+    dealt = deal_buckets(weights, 4)
+    assert len(dealt) == 4
+    assert sorted(i for bucket in dealt for i in bucket) == sorted(weights)
+    loads = [sum(weights[i] for i in bucket) for bucket in dealt]
+    assert max(loads) - min(loads) <= 10_000
+
+
+def test_never_more_buckets_than_files_and_at_least_one() -> None:
+    assert deal_buckets({7: 5, 3: 1}, 8) == [[7], [3]]
+    assert deal_buckets({7: 5}, 0) == [[7]]
+    assert deal_buckets({}, 4) == []
+
+
+def test_one_heavy_file_keeps_a_bucket_to_itself() -> None:
+    dealt = deal_buckets({0: 1_000_000, 1: 10, 2: 10, 3: 10}, 2)
+    assert [0] in dealt
+    assert sorted(next(b for b in dealt if 0 not in b)) == [1, 2, 3]
