@@ -89,7 +89,8 @@ class ControlHandler:
             self._rt.metrics.partition_failed(state.topic, state.partition, False)
             ktp = KafkaTopicPartition(state.topic, state.partition)
             if ktp in consumer.assignment():
-                consumer.seek(ktp, offset)
+                # Past what the instant adopted from read-ahead (none: its START offset).
+                consumer.seek(ktp, state.next_offset)
                 consumer.resume(ktp)
 
     def _on_end(self, instant: str, epoch: int, end: EndCommit) -> None:

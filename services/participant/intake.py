@@ -100,6 +100,8 @@ class Intake:
                     continue
                 metrics.records_consumed(ktp.topic, len(records))
                 state.accept(records)
+                if state.ahead_blocked:  # holds a full buffer, or met a record for START
+                    consumer.pause(ktp)
                 if state.deferred is not None:
                     self._defer(ktp, state)
                 state.highwater = consumer.highwater(ktp)
@@ -172,6 +174,18 @@ class Intake:
             if (state is not None and state.accepting and len(state.flushes) < MAX_CONCURRENT_FLUSHES
                     and ktp in self._consumer.assignment()):
                 self._consumer.resume(ktp)
+
+    def _read_ahead(self, state: TransactionParticipant) -> None:
+        """The instant's records are all taken: fetch on from its end while the report runs
+        (``services.participant.read_ahead``). The seek drops whatever was fetched past the
+        end before the pause, so the held records follow the instant's without a gap."""
+        fetch_from = state.start_ahead()
+        ktp = KafkaTopicPartition(state.topic, state.partition)
+        if fetch_from is None or ktp not in self._consumer.assignment():
+            return
+        self._consumer.seek(ktp, fetch_from)
+        if not state.ahead_blocked:
+            self._consumer.resume(ktp)
 
     def pause(self, state: TransactionParticipant) -> None:
         ktp = KafkaTopicPartition(state.topic, state.partition)
@@ -301,6 +315,7 @@ class Intake:
             return  # the partition moved away: its new owner reports it
         self.pause(state)
         self._start_flush(state, final=True)
+        self._read_ahead(state)
         if state.flushes:
             await asyncio.gather(*list(state.flushes), return_exceptions=True)
         with log_context(topic=state.topic, partition=state.partition, instant=instant):

@@ -26,6 +26,7 @@ from hudi_sink.services.participant.decoded import Deferred, Rejected, Row, Skip
 from hudi_sink.services.participant.decoder import RecordDecoder
 from hudi_sink.services.participant.keyed.changes import KeyedDecoder
 from hudi_sink.services.participant.keyed.fold import Change, Folded, KeyedFold, Outcome
+from hudi_sink.services.participant.read_ahead import ReadAhead
 from hudi_sink.shared.kafka.partition_key import PartitionKey
 from hudi_sink.shared.kafka.protocol import StagedFile, WriteCounts, WriteStatus
 from hudi_sink.shared.runtime.states import PARTITION_TRANSITIONS, PartitionPhase, StateMachine
@@ -35,6 +36,7 @@ __all__ = ["TransactionParticipant", "PendingBuffer", "DRAIN_MIN_S", "DRAIN_MAX_
 
 DRAIN_MIN_S = 0.05
 DRAIN_MAX_S = 2.0
+_AHEAD_PHASES = (PartitionPhase.ENDING, PartitionPhase.REPORTED, PartitionPhase.WAITING)
 
 
 @dataclass
@@ -114,6 +116,9 @@ class TransactionParticipant:
     """When we last heard from / spoke to the coordinator about this partition."""
     last_announced_at: float = 0.0
     """When a status re-send last announced the partition (rate limit)."""
+    ahead: ReadAhead | None = None
+    """Records decoded past the reported instant's end, for the next START to adopt
+    (``services.participant.read_ahead``)."""
 
     def __post_init__(self) -> None:
         self.phase_machine = StateMachine(
@@ -145,6 +150,26 @@ class TransactionParticipant:
     def accepting(self) -> bool:
         return self.phase in (PartitionPhase.WRITING, PartitionPhase.DRAINING)
 
+    @property
+    def reading_ahead(self) -> bool:
+        return self.ahead is not None and self.phase in _AHEAD_PHASES
+
+    @property
+    def ahead_blocked(self) -> bool:
+        return self.reading_ahead and self.ahead is not None and self.ahead.blocked
+
+    def start_ahead(self) -> int | None:
+        """The instant's records are all taken (its report runs): hold what follows for the
+        next START. Returns the offset to fetch from, or None when the next instant will not
+        start where this one ends (it gave up or failed)."""
+        if self.phase is not PartitionPhase.ENDING or self.gave_up is not None or self.failure:
+            return None
+        if self.ahead is not None and self.ahead.start == self.next_offset:
+            return self.ahead.next_offset  # a report tried again: keep what it holds
+        self.ahead = ReadAhead(self.next_offset, self.decoder, self.keyed is not None,
+                               self.flush_records, self.buffer_bytes)
+        return self.next_offset
+
     def is_drained(self, now: float, fetched_now: bool) -> bool:
         """END asks for what was fetched: a partition is drained once a fetch round brings
         nothing new for it (records produced just before END still make it), or after
@@ -162,6 +187,7 @@ class TransactionParticipant:
         anything of an older instant is dropped (its staged files never become visible and
         are cleaned up by the coordinator)."""
         self.phase_machine.transition_to(PartitionPhase.WRITING, f"start {instant} @ {offset}")
+        ahead, self.ahead = self.ahead, None
         if (schema, follow) != self.schema_key and self.decoder_for is not None:
             self.decoder, self.schema_key = self.decoder_for(schema, follow), (schema, follow)
         self.proposed_schema = None
@@ -178,31 +204,38 @@ class TransactionParticipant:
         self.flushes = set()
         self.last_status = None
         self.last_signal_at = self.clock()
+        if ahead is not None and ahead.start == offset and ahead.decoder is self.decoder:
+            self._adopt(ahead)
+
+    def _adopt(self, ahead: ReadAhead) -> None:
+        """The instant starts exactly where the read-ahead did, with its decoder: its records
+        are this instant's first (the intake fetches on from ``next_offset``)."""
+        self.rows, self.offsets, self.changes = ahead.rows, ahead.offsets, ahead.changes
+        self.buffered_bytes = ahead.buffered_bytes
+        self.counters.records_skipped = ahead.records_skipped
+        self.counters.unknown_fields = ahead.unknown_fields
+        self.next_offset = ahead.next_offset
 
     def accept(self, records: Iterable[Any]) -> None:
         """Decode fetched records (``offset``, ``value``, ``key``, ``timestamp``) in order."""
         records = list(records)
         if records:
             self.fetched_offset = max(self.fetched_offset or 0, records[-1].offset + 1)
+        if self.reading_ahead:
+            assert self.ahead is not None
+            self.ahead.accept(records, self._decoded)
+            return
         for record in records:
             offset = record.offset
             if not self.accepting:
                 return
             if offset < self.next_offset:
                 continue  # already handled in this instant (re-fetch after a seek)
-            result = (self.decoder.decode(record.value) if self.keyed is None else
-                      self.keyed.change(self.decoder, record.value, record.key,
-                                        self.partition, offset))
+            result = self._decoded(record)
             if isinstance(result, Change):
-                if result.row is not None and self.decoder.schema.kafka_metadata:
-                    add_kafka_metadata(result.row, self.topic, self.partition, offset,  # type: ignore[arg-type]
-                                       record.timestamp, record.key)
                 self.changes.add(result)
                 self.buffered_bytes += len(record.value or b"") + len(record.key or b"")
             elif isinstance(result, Row):
-                if self.decoder.schema.kafka_metadata:
-                    add_kafka_metadata(result, self.topic, self.partition, offset, record.timestamp,
-                                       record.key)
                 self.rows.append(result)
                 self.offsets.append(offset)
                 self.buffered_bytes += len(record.value)
@@ -239,6 +272,22 @@ class TransactionParticipant:
                 )
                 self.counters.records_dlq += 1
             self.next_offset = offset + 1
+
+    def _decoded(self, record: Any) -> object:
+        """One record decoded (upsert mode: as a change of its key), Kafka metadata added."""
+        offset = record.offset
+        if self.keyed is None:
+            result = self.decoder.decode(record.value)
+            if isinstance(result, Row) and self.decoder.schema.kafka_metadata:
+                add_kafka_metadata(result, self.topic, self.partition, offset, record.timestamp,
+                                   record.key)
+            return result
+        change = self.keyed.change(self.decoder, record.value, record.key, self.partition, offset)
+        if (isinstance(change, Change) and change.row is not None
+                and self.decoder.schema.kafka_metadata):
+            add_kafka_metadata(change.row, self.topic, self.partition, offset,  # type: ignore[arg-type]
+                               record.timestamp, record.key)
+        return change
 
     def _empty_buffer(self) -> None:
         self.rows, self.offsets, self.buffered_bytes = [], [], 0
@@ -291,6 +340,7 @@ class TransactionParticipant:
             self.gave_up = reason
             self.failure = reason
         self._empty_buffer()
+        self.ahead = None  # the next instant starts where this one did, not where it ended
         if self.phase in (PartitionPhase.WRITING, PartitionPhase.DRAINING):
             self.phase_machine.transition_to(PartitionPhase.FAILED, reason)
         return True

@@ -219,11 +219,21 @@ async def test_start_end_ack_round(participant: Harness) -> None:
     assert isinstance(status.payload, WriteStatus)
     assert (status.payload.start_offset, status.payload.next_offset) == (5, 9)
     assert [f.num_records for f in status.payload.files] == [3]
-    assert p.state.phase is PartitionPhase.REPORTED and KTP in p.consumer.paused
+    # Reading ahead from the instant's end while the report ran (and after it).
+    assert p.state.phase is PartitionPhase.REPORTED and KTP not in p.consumer.paused
+    assert p.consumer.seeks == [(KTP, 5), (KTP, 9)]
+    p.consumer.deliver({KTP: [good(9), good(10)]})
     await p.send(AckCommit(offsets=[PartitionOffset(topic=TOPIC, partition=0, offset=9)]))
     await p.phase(PartitionPhase.WAITING)
     await eventually_async(lambda: p.consumer.committed == {KTP: 9}, 5, "the group offset 9 committed")
     assert p.state.committed_offset == 9
+    await eventually_async(lambda: p.state.ahead is not None and p.state.ahead.next_offset == 11,
+                           5, "offsets 9 and 10 read ahead")
+    assert p.state.offsets == []  # no instant holds them yet
+    await p.send(start(9), instant=T2)
+    await p.phase(PartitionPhase.WRITING)
+    assert p.state.offsets == [9, 10] and p.state.next_offset == 11
+    assert p.consumer.seeks[-1] == (KTP, 11)  # fetching on past what was adopted
 
 
 async def test_empty_partition_reports_at_once(participant: Harness) -> None:
@@ -249,7 +259,7 @@ async def test_stale_epoch_and_repeated_start_are_ignored(participant: Harness) 
     assert isinstance(status.payload, WriteStatus) and status.payload.start_offset == 5
     assert (status.commit_time, status.coordinator_epoch) == (T1, 2)
     assert (p.state.instant, p.state.epoch, p.state.start_offset) == (T1, 2, 5)
-    assert p.consumer.seeks == [(KTP, 5)]
+    assert p.consumer.seeks == [(KTP, 5), (KTP, 5)]  # START, then reading ahead from the end
 
 
 async def test_new_leader_epoch_is_told_who_owns_what(participant: Harness) -> None:
