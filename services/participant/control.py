@@ -70,7 +70,6 @@ class ControlHandler:
         return [active[t.key()] for t in targets if t.key() in active]
 
     def _on_start(self, instant: str, epoch: int, start: StartCommit) -> None:
-        consumer = self._rt.clients.consumer
         active = self._rt.registry.active
         if epoch > self._epochs.announced and active:
             # A new leader forgot who owns what: tell it (it waits for an owner before
@@ -87,11 +86,7 @@ class ControlHandler:
             state.begin(instant, epoch, offset, start.table_schema, start.follow_writers)
             self._rt.clients.dlq.begin_instant(state.key, offset)
             self._rt.metrics.partition_failed(state.topic, state.partition, False)
-            ktp = KafkaTopicPartition(state.topic, state.partition)
-            if ktp in consumer.assignment():
-                # Past what the instant adopted from read-ahead (none: its START offset).
-                consumer.seek(ktp, state.next_offset)
-                consumer.resume(ktp)
+            self._intake.fetch_from_start(state)
 
     def _on_end(self, instant: str, epoch: int, end: EndCommit) -> None:
         unknown: list[TopicPartition] = []

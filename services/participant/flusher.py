@@ -97,6 +97,9 @@ class Flusher:
         if written is None:
             return FlushResult(None)
         files, seconds, outcomes = written
+        log.debug("%s-%d: flush for %s wrote %d files, %d rows, in %.2f s", state.topic,
+                  state.partition, buffer.instant, len(files), sum(w.num_records for w in files),
+                  seconds)
         self._metrics.flush_completed(seconds)
         base = self._config.table.base_path
         return FlushResult([
@@ -191,7 +194,10 @@ class Flusher:
         # the Python rows are dropped: a waiting flush holds its data once, compactly.
         outcomes: Mapping[str, int] | None = None
         if buffer.changes is not None:
+            planning = self._clock()
             merge = await self._merge(buffer.changes, spec, buffer.schema or self._schema)
+            log.debug("%s: merge of %d keys planned in %.2f s", what, len(buffer.changes),
+                      self._clock() - planning)
             buffer.changes = None
             outcomes = merge.outcomes
             if merge.prepared is None:  # nothing to write: every key superseded or absent

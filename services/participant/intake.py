@@ -100,8 +100,8 @@ class Intake:
                     continue
                 metrics.records_consumed(ktp.topic, len(records))
                 state.accept(records)
-                if state.ahead_blocked:  # holds a full buffer, or met a record for START
-                    consumer.pause(ktp)
+                if state.ahead_blocked or not (state.accepting or state.reading_ahead):
+                    consumer.pause(ktp)  # nothing takes its records until START
                 if state.deferred is not None:
                     self._defer(ktp, state)
                 state.highwater = consumer.highwater(ktp)
@@ -174,6 +174,18 @@ class Intake:
             if (state is not None and state.accepting and len(state.flushes) < MAX_CONCURRENT_FLUSHES
                     and ktp in self._consumer.assignment()):
                 self._consumer.resume(ktp)
+
+    def fetch_from_start(self, state: TransactionParticipant) -> None:
+        """START began the partition's instant: fetch on past what it adopted from read-ahead
+        (none: its START offset). A buffer adopted full flushes (insert mode) or waits for
+        END paused (upsert mode), as a buffer filled by a fetch would."""
+        ktp = KafkaTopicPartition(state.topic, state.partition)
+        if ktp not in self._consumer.assignment():
+            return
+        self._consumer.seek(ktp, state.next_offset)
+        self._consumer.resume(ktp)
+        if state.should_flush():
+            self._flush_or_hold(state, ktp)
 
     def _read_ahead(self, state: TransactionParticipant) -> None:
         """The instant's records are all taken: fetch on from its end while the report runs

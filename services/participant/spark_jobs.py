@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -144,9 +145,13 @@ class SparkJobs:
                 return
             table, plans = _combine(batch)
             self.jobs_run += 1
+            started = time.monotonic()
             call = in_daemon_thread(self._writer.write, table, plans, batch[0].work_dir)
             try:
                 written = await asyncio.wait_for(call, self._job_timeout_s)
+                log.debug("Spark job of %d flush(es): %d files, %d rows carried, %.2f s", len(batch),
+                          len(plans), sum(p.carry.rows for p in plans if p.carry),
+                          time.monotonic() - started)
             except TimeoutError:
                 self._lose(batch, SparkHungError(
                     f"a Spark job of {len(batch)} flush(es) did not return within "

@@ -260,6 +260,7 @@ class SparkWriter:
             raise SparkWriteError(f"Spark flush failed: {exc}") from exc
         written: list[WrittenFile] = []
         try:
+            self._refuse_strays(scratch, {p.index for p in files})
             for planned in files:
                 if expected[planned.index] == 0:
                     written.append(self._empty(planned, table.schema))
@@ -274,8 +275,7 @@ class SparkWriter:
                         f"expected one Parquet file in {part_dir}, found {len(outputs)}"
                     )
                 rows = expected[planned.index]
-                if planned.carry is not None:
-                    self._check_rows(outputs[0].path, rows)
+                self._check_rows(outputs[0].path, rows)
                 self._fs.rename(outputs[0].path, planned.staged_path)
                 written.append(WrittenFile(planned, rows, outputs[0].size))
         finally:
@@ -305,9 +305,18 @@ class SparkWriter:
         return WrittenFile(planned, 0, write_empty_slice(self._fs, planned.staged_path, schema,
                                                          PART_COLUMN))
 
+    def _refuse_strays(self, scratch: str, planned: set[int]) -> None:
+        """Rows in a directory no planned file names (a carried row whose slice Spark named
+        otherwise than planned gets a null ``__hs_part``) would be lost: fail the flush."""
+        strays = [info.name for info in self._fs.list_dir(scratch)
+                  if info.name.startswith(f"{PART_COLUMN}=")
+                  and info.name.partition("=")[2] not in {str(i) for i in planned}]
+        if strays:
+            raise SparkWriteError(f"the Spark job wrote rows outside the planned files: {strays}")
+
     def _check_rows(self, path: str, expected: int) -> None:
-        """A new slice must hold exactly the old slice's rows plus the new ones (read from
-        the file's footer): anything else would lose or repeat rows once it is listed."""
+        """A file must hold exactly its new rows plus the rows its old slice carries (read
+        from the file's footer): anything else would lose or repeat rows once it is listed."""
         import pyarrow.parquet as pq
 
         with self._fs.open_read(path) as handle:

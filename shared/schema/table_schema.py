@@ -92,6 +92,8 @@ META_COLUMNS = (
 )
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+RESERVED_PREFIX = "__hs_"
+"""Column names the participant's Spark jobs use while writing (``__hs_part``, ...)."""
 
 KAFKA_TOPIC, KAFKA_PARTITION, KAFKA_OFFSET, KAFKA_TIMESTAMP, KAFKA_KEY = (
     "_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp", "_kafka_key")
@@ -222,6 +224,10 @@ def parse_ddl(ddl: str) -> list[Column]:
             raise SchemaError(f"column {part!r} needs a name and a type", "table.schema")
         if not _NAME.match(name) or name.startswith("_hoodie"):
             raise SchemaError(f"invalid column name {name!r}", "table.schema")
+        if name.startswith(RESERVED_PREFIX):
+            raise SchemaError(f"column name {name!r}: names starting with {RESERVED_PREFIX!r} "
+                              "are the sink's own (its Spark jobs use such columns)",
+                              "table.schema")
         required = re.search(r"\s+NOT\s+NULL\s*$", type_text, re.IGNORECASE)
         if required:
             type_text = type_text[:required.start()]

@@ -462,3 +462,10 @@ def test_derived_names_track_env_name(tmp_path: Path) -> None:
     config = config_from_mapping({"name": "file"}, environ={f"{ENV_PREFIX}NAME": "env"}, base_dir=tmp_path)
     assert config.control_topic == "env-control"
     assert config.deleter_group == "env-deleter"
+
+
+def test_column_names_of_the_sinks_own_prefix_are_refused() -> None:
+    error = _error({"table": {"schema": "id STRING, __hs_source STRING", "record_key_field": "id"}})
+    assert isinstance(error, SchemaError)
+    assert error.key == "table.schema"
+    assert "'__hs_source'" in str(error) and "'__hs_'" in str(error)
