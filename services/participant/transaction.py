@@ -85,22 +85,19 @@ class TransactionParticipant:
     next_offset: int = 0
     """Next offset to write: every offset below it (from start_offset) is handled."""
     committed_offset: int | None = None
-    fetched_offset: int | None = None
-    """Highest offset fetched + 1."""
+    fetched_offset: int | None = None  # highest offset fetched + 1
     highwater: int | None = None
     """The partition's high watermark as the last fetch response reported it (never
     ``end_offsets``, which the development broker gets wrong for multi-record batches)."""
     rows: list[Row] = field(default_factory=list)
     offsets: list[int] = field(default_factory=list)
-    buffered_bytes: int = 0
-    """Value bytes of ``rows``."""
+    buffered_bytes: int = 0  # value bytes of ``rows``
     flush_no: int = 0
     changes: KeyedFold = field(default_factory=KeyedFold)
     """Upsert mode: this instant's changes so far."""
     staged: list[StagedFile] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
-    counters: WriteCounts = field(default_factory=WriteCounts)
-    """This instant's counts so far, as its WriteStatus will report them."""
+    counters: WriteCounts = field(default_factory=WriteCounts)  # this instant's, for WriteStatus
     failure: str | None = None
     deferred: str | None = None
     """Why intake stopped before ``next_offset`` for now (a registry out of reach); the intake
@@ -108,14 +105,15 @@ class TransactionParticipant:
     flushes: set[asyncio.Task[Any]] = field(default_factory=set)
     last_status: WriteStatus | None = None
     drain_started: float | None = None
+    drain_target: int | None = None
+    """The high watermark when END came: drained once fetched up to it."""
     abandoned: bool = False
     """The partition moved to another member: nothing more is written for this state."""
     gave_up: str | None = None
     """Why this instant's rows cannot all be written (a failed flush): report nothing."""
     last_signal_at: float = field(init=False)
     """When we last heard from / spoke to the coordinator about this partition."""
-    last_announced_at: float = 0.0
-    """When a status re-send last announced the partition (rate limit)."""
+    last_announced_at: float = 0.0  # when a status re-send last announced it (rate limit)
     ahead: ReadAhead | None = None
     """Records decoded past the reported instant's end, for the next START to adopt
     (``services.participant.read_ahead``)."""
@@ -172,12 +170,14 @@ class TransactionParticipant:
 
     def is_drained(self, now: float, fetched_now: bool) -> bool:
         """END asks for what was fetched: a partition is drained once a fetch round brings
-        nothing new for it (records produced just before END still make it), or after
+        nothing new for it or it has fetched up to the high watermark END found (records
+        produced just before END still make it; later ones are read ahead), or after
         DRAIN_MAX_S whatever arrives."""
         if self.phase is not PartitionPhase.DRAINING or self.drain_started is None:
             return False
         waited = now - self.drain_started
-        return (not fetched_now and waited >= DRAIN_MIN_S) or waited >= DRAIN_MAX_S
+        caught_up = self.drain_target is not None and (self.fetched_offset or 0) >= self.drain_target
+        return ((not fetched_now or caught_up) and waited >= DRAIN_MIN_S) or waited >= DRAIN_MAX_S
 
     # --- transitions ------------------------------------------------------------------
     def begin(self, instant: str, epoch: int, offset: int, schema: str | None = None,
@@ -347,7 +347,7 @@ class TransactionParticipant:
 
     def drain(self, now: float) -> None:
         self.phase_machine.transition_to(PartitionPhase.DRAINING, f"end {self.instant}")
-        self.drain_started = now
+        self.drain_started, self.drain_target = now, self.highwater
 
     def end(self) -> None:
         self.phase_machine.transition_to(PartitionPhase.ENDING, f"drained {self.instant}")

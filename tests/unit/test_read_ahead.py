@@ -123,3 +123,18 @@ def test_no_read_ahead_after_giving_up_or_failing() -> None:
     p.accept([good(2)])
     p.begin(T2, 1, 0)
     assert (p.offsets, p.next_offset) == ([], 0)
+
+
+def test_a_draining_partition_is_drained_once_fetched_up_to_the_high_watermark_of_end() -> None:
+    """Records keep coming (every fetch round brings some): the drain ends when the fetches
+    reach the high watermark END found, not after DRAIN_MAX_S; later records are read ahead."""
+    p = _participant()
+    p.begin(T1, 1, 0)
+    p.accept([good(0), good(1)])
+    p.highwater = 4
+    p.drain(0.0)
+    p.accept([good(2)])
+    assert not p.is_drained(0.1, fetched_now=True)
+    p.accept([good(3), good(4)])
+    assert not p.is_drained(0.01, fetched_now=True)  # not before DRAIN_MIN_S
+    assert p.is_drained(0.1, fetched_now=True)
