@@ -129,7 +129,8 @@ def _bench(args: argparse.Namespace) -> int:
         participants=participants, interval_ms=args.interval_ms,
         flush_records=args.flush_records, spark_conf=conf,
         work_dir=Path(args.work_dir) if args.work_dir else None, keep=args.keep,
-        steady_rps=steady_rps, steady_seconds=steady_seconds, anchors=args.anchors))
+        steady_rps=steady_rps, steady_seconds=steady_seconds, anchors=args.anchors,
+        small_file_bytes=args.small_file_bytes))
 
 
 def _spark_conf(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
@@ -341,6 +342,9 @@ def _add_bench(sub: Any) -> None:
                        help="upsert mode: skip the insert-mode run on the same keyed records")
     bench.add_argument("--work-dir", default=None, help="parent of the scratch directory")
     bench.add_argument("--keep", action="store_true", help="keep tables and logs")
+    bench.add_argument("--small-file-bytes", type=int, default=None,
+                       help="insert mode: table.small_file_bytes of the sink runs (0: no "
+                            "write-time file sizing)")
     bench.add_argument("--stages", action="store_true",
                        help="per-stage micro-benchmarks (decode, Arrow build, Spark flush, commit)")
     bench.add_argument("--anchors", action="store_true",

@@ -73,6 +73,9 @@ class BenchOptions:
     steady_seconds: float = 30
     """The steady-rate phase after the first sink run's backlog (0 seconds: none)."""
     anchors: bool = False
+    small_file_bytes: int | None = None
+    """``table.small_file_bytes`` of the insert runs (None: the sink's default; 0: no
+    write-time file sizing, the A/B of what sizing costs a backlog)."""
     """Run on Apache Kafka and measure Iceberg's and Hudi's Kafka Connect sinks beside ours."""
     mode: str = "insert"
     """``upsert``: the keyed bench of :mod:`.upsert` (``upsert`` holds its sizes; ``records``,
@@ -96,6 +99,7 @@ async def _measure(opts: BenchOptions, work: Path) -> dict[str, Any]:
         "settings": {"record_bytes": opts.record_bytes, "participants": list(opts.participants),
                      "interval_ms": opts.interval_ms, "flush_records": opts.flush_records,
                      "spark_conf": dict(opts.spark_conf), "partitions": 4,
+                     "small_file_bytes": opts.small_file_bytes,
                      "steady_rps": opts.steady_rps if opts.steady else None,
                      "steady_seconds": opts.steady_seconds if opts.steady else None},
         "machine": machine_facts(),
@@ -131,6 +135,7 @@ async def _measure(opts: BenchOptions, work: Path) -> dict[str, Any]:
             run = SinkRun(work, broker.bootstrap, topic, produced, count,
                           interval_ms=opts.interval_ms, flush_records=opts.flush_records,
                           spark_conf=dict(opts.spark_conf), timeout_s=opts.timeout_s,
+                          small_file_bytes=opts.small_file_bytes,
                           steady=opts.steady if n == 0 else None, record_bytes=opts.record_bytes,
                           broker_pid=broker.pid)
             outcome = await run.run()

@@ -130,19 +130,23 @@ async def _settle(pending: list[Any], end: dict[int, int]) -> None:
 
 def sink_config(path: Path, *, name: str, bootstrap: str, topics: list[str], base_path: Path,
                 interval_ms: int, flush_records: int | None,
-                spark_conf: dict[str, str], write_mode: str = "insert") -> Path:
+                spark_conf: dict[str, str], write_mode: str = "insert",
+                small_file_bytes: int | None = None) -> Path:
     """Write the YAML the sink's processes run with: defaults except what a bench needs
     (its own topic and table, the interval, the write mode, an admin port per process on the
     command line). Upsert mode keeps the ``upsert`` section's defaults: string keys, murmur2."""
     transaction: dict[str, Any] = {"interval_ms": interval_ms, "write_status_timeout_ms": 300000}
     if flush_records is not None:
         transaction["flush_records"] = flush_records
+    table: dict[str, Any] = {"base_path": str(base_path), "name": name, "write_mode": write_mode,
+                             "record_key_field": "id", "partition_field": "country",
+                             "precombine_field": "ts", "schema": BENCH_SCHEMA}
+    if small_file_bytes is not None:
+        table["small_file_bytes"] = small_file_bytes
     path.write_text(yaml.safe_dump({
         "name": name,
         "kafka": {"bootstrap_servers": bootstrap, "topics": topics, "session_timeout_ms": 10000},
-        "table": {"base_path": str(base_path), "name": name, "write_mode": write_mode,
-                  "record_key_field": "id",
-                  "partition_field": "country", "precombine_field": "ts", "schema": BENCH_SCHEMA},
+        "table": table,
         "transaction": transaction,
         "admin": {"host": "127.0.0.1", "port": 0, "allow_unauthenticated": True},
         "deletion": {"send_delay_s": 1, "reconsume_later_s": 1},

@@ -178,7 +178,7 @@ class SinkRun:
                  spark_conf: dict[str, str], timeout_s: float,
                  steady: SteadyLoad | None = None, record_bytes: int = 1024,
                  broker_pid: int | None = None, write_mode: str = "insert", label: str = "",
-                 updates: UpdateLoad | None = None) -> None:
+                 updates: UpdateLoad | None = None, small_file_bytes: int | None = None) -> None:
         if steady is not None and updates is not None:
             raise ValueError("a sink run takes a steady phase or an update phase, not both")
         self.work = work
@@ -198,7 +198,7 @@ class SinkRun:
         self.config = sink_config(work / f"{self.name}.yaml", name=self.name, bootstrap=bootstrap,
                                   topics=topics, base_path=self.base_path, interval_ms=interval_ms,
                                   flush_records=flush_records, spark_conf=spark_conf,
-                                  write_mode=write_mode)
+                                  write_mode=write_mode, small_file_bytes=small_file_bytes)
         self.starts: dict[str, float] = {}
         self.ends: dict[str, float] = {}
         self.timeline = TimelineWatcher(self.base_path, topics)

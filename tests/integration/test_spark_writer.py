@@ -143,15 +143,17 @@ def _old_slice(path: Path, name: str, keys: list[str], evolved: bool) -> None:
 
 
 def test_carried_rows_of_many_slices_and_two_schemas_keep_each_file_in_one_task(
-    writers: dict[str, SparkWriter], tmp_path: Path
+    writers: dict[str, SparkWriter], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Six old slices (three before a schema change, three after) dealt into the writer's
     tasks (local[1]: two), keys dropped per slice (one stored twice in its slice: both rows
     go), new rows into four of them and into a new group: every new file holds exactly its
     slice's rows less the dropped ones plus its new rows, carried rows keep their meta
     columns and name the new file, the old schema's rows read as the new one's."""
+    from hudi_sink.services.participant import carried_rows
     from hudi_sink.services.participant.packing import Carry
 
+    monkeypatch.setattr(carried_rows, "ROWS_PER_TASK", 50)  # small slices, several tasks
     writer = writers["snappy"]
     old_dir, staging = tmp_path / "old", tmp_path / "staging"
     old_dir.mkdir()
