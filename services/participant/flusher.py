@@ -27,7 +27,7 @@ from hudi_sink.services.participant.flush_plan import (
 )
 from hudi_sink.services.participant.keyed.fold import Folded
 from hudi_sink.services.participant.keyed.merge import MergePlan, plan_merge
-from hudi_sink.services.participant.packing import Carry, choose_carries
+from hudi_sink.services.participant.packing import Carry, choose_carries, may_pack
 from hudi_sink.services.participant.spark_jobs import SparkJobs
 from hudi_sink.services.participant.spark_writer import SparkWriteError, SparkWriter, WrittenFile
 from hudi_sink.services.participant.transaction import PendingBuffer, TransactionParticipant
@@ -208,7 +208,8 @@ class Flusher:
                 prepare_flush, buffer.rows, buffer.offsets, buffer.schema or self._schema, spec
             )
             buffer.rows, buffer.offsets = [], []
-            carries = await self._carries(state, buffer, prepared, spec) if buffer.final else {}
+            packs = may_pack(final=buffer.final, flush_no=buffer.flush_no)
+            carries = await self._carries(state, buffer, prepared, spec) if packs else {}
             best_effort = True
         tries = 0
         async for attempt in retrying(cfg.service, what, attempts=FLUSH_ATTEMPTS,

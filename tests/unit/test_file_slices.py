@@ -128,3 +128,13 @@ def test_the_carried_bytes_of_one_flush_stay_within_the_job_budget() -> None:
     assert [c.file_id for c in chosen.values()] == ["ga"]  # gb would exceed what is left
     assert choose_carries(["a"], [1], latest, owner=0, small_file_bytes=SMALL, used=set(),
                           base_path="/t", budget_bytes=100) == {}
+
+
+def test_only_the_last_flush_of_an_instant_whose_buffer_never_filled_packs() -> None:
+    """A flush of a full buffer is high volume, and so is the rest of its instant: only an
+    instant's single, last flush (a trickle's) may rewrite a small group."""
+    from hudi_sink.services.participant.packing import may_pack
+
+    assert may_pack(final=True, flush_no=0)
+    assert not may_pack(final=True, flush_no=1)  # the buffer filled earlier in the instant
+    assert not may_pack(final=False, flush_no=0)  # a full buffer's own flush
