@@ -108,6 +108,11 @@ def test_a_large_flush_or_disabled_sizing_starts_new_groups() -> None:
                           used=set(), base_path="/t") != {}
     assert choose_carries(["a"], [1], latest, owner=0, small_file_bytes=0, used=set(),
                           base_path="/t") == {}
+    # Large as a whole though small in each table partition (a backlog spread thin): new groups.
+    latest[("b", "h")] = _slice("h", T1, size=10, partition="b")
+    half = large // 2 + 1
+    assert choose_carries(["a", "b"], [half, half], latest, owner=0, small_file_bytes=SMALL,
+                          used=set(), base_path="/t") == {}
 
 
 def test_groups_their_owner_may_still_pack_into_are_never_clustered() -> None:
