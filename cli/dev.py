@@ -103,7 +103,21 @@ def dev_admin(admin: Any) -> dict[str, Any]:
     return {"host": "127.0.0.1", "allow_unauthenticated": True, **dict(admin or {})}
 
 
+def _stop_on_signals() -> None:
+    """Ctrl-C and SIGTERM both stop dev and everything it started (its children run in
+    sessions of their own, so nothing else reaches them). Installed explicitly: a shell starts
+    a background command with SIGINT ignored, and Python then leaves it ignored, so an
+    explicit ``kill -INT`` did nothing; SIGTERM killed dev alone and left its processes
+    running."""
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def run_dev(config_path: str | None, records: int, until_done: bool = False) -> int:
+    _stop_on_signals()
     DEV_DIR.mkdir(exist_ok=True)
     if config_path is not None:
         raw = yaml.safe_load(Path(config_path).read_text()) or {}
