@@ -69,16 +69,16 @@ def deal_buckets(weights: dict[int, int], buckets: int) -> list[list[int]]:
 
 
 def frame_with_carried_rows(session: Any, table: pa.Table, carried: list[CarriedFile],
-                            part_column: str, *, buckets: int,
+                            part_column: str, *, new_rows: dict[int, int], buckets: int,
                             schema_of: Callable[[str], pa.Schema]) -> Any:
     """A DataFrame of ``table`` (may be empty) plus every carried slice's remaining rows,
-    each planned file's rows in one partition (see the module doc). ``schema_of`` reads an
-    old slice's file schema (its footer)."""
+    each planned file's rows in one partition (see the module doc). ``new_rows``: the rows
+    ``table`` holds per ``part_column`` index; ``schema_of`` reads an old slice's file schema
+    (its footer)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     types = {f.name: f.dataType for f in from_arrow_schema(table.schema,
                                                            prefer_timestamp_ntz=False).fields}
-    new_rows = _rows_per_index(table, part_column)
     live = [c for c in carried if c[2].rows > 0]  # an empty slice is written apart
     weights = dict(new_rows)
     for index, _, carry in live:
@@ -165,13 +165,6 @@ def _carried_scan(session: Any, scan: list[CarriedFile], columns: list[str],
             continue
         selected.append((value.cast(kind) if kind is not None else value).alias(name))
     return old.select(*selected)
-
-
-def _rows_per_index(table: pa.Table, part_column: str) -> dict[int, int]:
-    if not table.num_rows:
-        return {}
-    counts = pc.value_counts(table.column(part_column))
-    return {int(item["values"].as_py()): int(item["counts"].as_py()) for item in counts}
 
 
 def _conformed(value: Any, source: Any, target: Any) -> Any:

@@ -241,7 +241,7 @@ class SparkWriter:
             carried = [(p.index, p.file_name, p.carry) for p in files if p.carry is not None]
             if carried:  # each planned file's rows in one of a few tasks, side by side
                 frame = frame_with_carried_rows(session, table, carried, PART_COLUMN,
-                                                buckets=self._tasks(session),
+                                                new_rows=counts, buckets=self._tasks(session),
                                                 schema_of=self._file_schema)
             else:  # one task: the session's other slot runs another flush meanwhile
                 frame = session.createDataFrame(table).coalesce(1)
@@ -308,9 +308,9 @@ class SparkWriter:
     def _refuse_strays(self, scratch: str, planned: set[int]) -> None:
         """Rows in a directory no planned file names (a carried row whose slice Spark named
         otherwise than planned gets a null ``__hs_part``) would be lost: fail the flush."""
+        names = {f"{PART_COLUMN}={i}" for i in planned}
         strays = [info.name for info in self._fs.list_dir(scratch)
-                  if info.name.startswith(f"{PART_COLUMN}=")
-                  and info.name.partition("=")[2] not in {str(i) for i in planned}]
+                  if info.name.startswith(f"{PART_COLUMN}=") and info.name not in names]
         if strays:
             raise SparkWriteError(f"the Spark job wrote rows outside the planned files: {strays}")
 
