@@ -83,6 +83,9 @@ class Flusher:
         self._slices = SliceCache(table)
         self._packed: dict[tuple[str, int, str], set[GroupKey]] = {}
         """(topic, partition, instant) → groups it wrote a slice of in that instant."""
+        self._planning = asyncio.Lock()
+        """Merges are planned one at a time, in the order their partitions ended (see
+        :meth:`_merge`)."""
 
     async def flush(self, state: TransactionParticipant, buffer: PendingBuffer) -> FlushResult:
         self._flush_seq += 1
@@ -150,11 +153,18 @@ class Flusher:
         return carries
 
     async def _merge(self, changes: dict[str, Folded], spec: FlushInput,
-                     schema: TableSchema) -> MergePlan:
+                     schema: TableSchema, what: str) -> MergePlan:
         """Upsert mode: the merge of the instant's changes, planned against the latest
         committed slices of the groups this partition owns (worker thread: it reads them).
         Unlike packing it is not optional: a touched group must get its new slice, so any
-        failure here fails the flush (the partition then redoes the instant)."""
+        failure here fails the flush (the partition then redoes the instant).
+
+        One plan at a time: planning is Python work (key lookups, the per-key decisions,
+        the winners' Arrow form) that holds the GIL, so the plans of partitions ending
+        together, run side by side, all finished at about the same moment and the Spark
+        driver sat idle until then (bench, 8 partitions: 2-6 s of every update commit).
+        Planned one after the other, the first partition's job starts after its own plan
+        and the others' plans run while Spark writes."""
         cfg = self._config
 
         def plan() -> MergePlan:
@@ -164,7 +174,13 @@ class Flusher:
                               small_file_bytes=cfg.table.small_file_bytes,
                               precombine=cfg.table.precombine_field)
 
-        return await asyncio.to_thread(plan)
+        queued = self._clock()
+        async with self._planning:
+            planning = self._clock()
+            merge = await asyncio.to_thread(plan)
+        log.debug("%s: merge of %d keys planned in %.2f s (%.2f s waiting for another's plan)",
+                  what, len(changes), self._clock() - planning, planning - queued)
+        return merge
 
     @staticmethod
     def refuses(state: TransactionParticipant, instant: str) -> bool:
@@ -194,10 +210,7 @@ class Flusher:
         # the Python rows are dropped: a waiting flush holds its data once, compactly.
         outcomes: Mapping[str, int] | None = None
         if buffer.changes is not None:
-            planning = self._clock()
-            merge = await self._merge(buffer.changes, spec, buffer.schema or self._schema)
-            log.debug("%s: merge of %d keys planned in %.2f s", what, len(buffer.changes),
-                      self._clock() - planning)
+            merge = await self._merge(buffer.changes, spec, buffer.schema or self._schema, what)
             buffer.changes = None
             outcomes = merge.outcomes
             if merge.prepared is None:  # nothing to write: every key superseded or absent
