@@ -25,3 +25,11 @@ def test_one_heavy_file_keeps_a_bucket_to_itself() -> None:
     dealt = deal_buckets({0: 1_000_000, 1: 10, 2: 10, 3: 10}, 2)
     assert [0] in dealt
     assert sorted(next(b for b in dealt if 0 not in b)) == [1, 2, 3]
+
+
+def test_the_slice_lookup_is_sql_with_quotes_and_backslashes_escaped() -> None:
+    from hudi_sink.services.participant.carried_rows import _by_source, _quoted
+
+    assert _quoted("a`b.c") == "`a``b.c`"
+    assert _by_source({"g1_1-0-1_2026.parquet": 3, "it's\\x": "new'name"}) == (
+        "map('g1_1-0-1_2026.parquet', 3, 'it\\'s\\\\x', 'new\\'name')[`__hs_source`]")
