@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import heapq
 import posixpath
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -134,14 +135,14 @@ def _carried_scan(session: Any, scan: list[CarriedFile], columns: list[str],
     call, and each must take the GIL back on its way (up to Python's 5 ms switch interval
     while another thread decodes or plans). So the projection is SQL text given in one
     ``selectExpr``: a column the slice already holds as the flush types it is taken as is (a
-    cast to its own type changes nothing), the slice lookups are one SQL map each, and only a
-    column whose type changed is cast (a nested type that gained fields is rebuilt by
-    :func:`_conformed`, as Columns). Before, every column was cast and every map entry was a
-    literal, each a Column of its own (each ``functions`` call is several round trips): 771
-    calls to build a 9-slice job of a 10-column table, 164 now. Measured with one CPU-bound
-    Python thread beside it: 4.9-5.4 s to build before, 2.4-3.0 s now (0.23-0.25 s alone,
-    either way). On the upsert bench the p99 stayed within
-    its run-to-run spread (35.4 s against 33.3-35.2 s)."""
+    cast to its own type changes nothing), the slice lookups are one SQL map each (Columns for
+    a name SQL would have to escape), and only a column whose type changed is cast (a nested
+    type that gained fields is rebuilt by :func:`_conformed`, as Columns). Before, every column
+    was cast and every map entry was a literal, each a Column of its own (each ``functions``
+    call is several round trips): 771 calls to build a 9-slice job of a 10-column table, 164
+    now. Measured with one CPU-bound Python thread beside it: 4.9-5.4 s to build before,
+    2.4-3.0 s now (0.23-0.25 s alone, either way). On the upsert bench the p99 stayed within
+    its run-to-run spread (33-44 s over three runs, against 33-35 s without this)."""
     from pyspark.sql import functions as func
     from pyspark.sql import types as spark
 
@@ -163,21 +164,27 @@ def _carried_scan(session: Any, scan: list[CarriedFile], columns: list[str],
         kind = types.get(name)
         nested = isinstance(kind, (spark.StructType, spark.ArrayType, spark.MapType))
         if name in (FILE_NAME_COLUMN, part_column):  # looked up by the row's old slice
-            lookup = _by_source({source: entry[0 if name == part_column else 1]
-                                 for source, entry in by_name.items()})
-            typed = f"CAST({lookup} AS {kind.simpleString()})" if kind is not None else lookup
-            selected.append(f"{typed} AS {_quoted(name)}")
+            mapping: dict[str, str | int] = {
+                source: entry[0 if name == part_column else 1] for source, entry in by_name.items()}
+            lookup = _by_source(mapping)
+            if lookup is None:  # names SQL text would have to escape: Columns
+                value = func.create_map(*[func.lit(v) for pair in mapping.items()
+                                          for v in pair])[func.col(SOURCE_COLUMN)]
+                selected.append((value.cast(kind) if kind is not None else value).alias(name))
+            else:
+                typed = f"CAST({lookup} AS {_sql_type(kind)})" if kind is not None else lookup
+                selected.append(f"{typed} AS {_quoted(name)}")
         elif name not in present:  # a column added since the slice was written: null
             if kind is None:
                 selected.append(f"NULL AS {_quoted(name)}")
             elif nested:  # a struct's field names need not be SQL identifiers
                 selected.append(func.lit(None).cast(kind).alias(name))
             else:
-                selected.append(f"CAST(NULL AS {kind.simpleString()}) AS {_quoted(name)}")
+                selected.append(f"CAST(NULL AS {_sql_type(kind)}) AS {_quoted(name)}")
         elif kind is None or present[name] == kind:
             selected.append(_quoted(name))
         elif not nested:
-            selected.append(f"CAST({_quoted(name)} AS {kind.simpleString()}) AS {_quoted(name)}")
+            selected.append(f"CAST({_quoted(name)} AS {_sql_type(kind)}) AS {_quoted(name)}")
         else:
             selected.append(_conformed(func.col(_quoted(name)), present[name], kind).alias(name))
     if all(isinstance(item, str) for item in selected):
@@ -190,17 +197,32 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _literal(value: str | int) -> str:
-    """A string or integer in Spark SQL."""
-    if isinstance(value, int):
-        return str(value)
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+def _sql_type(kind: Any) -> str:
+    """A plain Spark type in SQL whatever the session's parser settings: ``timestamp`` alone
+    means ``spark.sql.timestampType``, which an operator's spark.conf may set to NTZ."""
+    from pyspark.sql import types as spark
+
+    return "timestamp_ltz" if isinstance(kind, spark.TimestampType) else str(kind.simpleString())
 
 
-def _by_source(values: dict[str, str | int]) -> str:
-    """SQL for the value a row's old slice (its file name in ``SOURCE_COLUMN``) maps to."""
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9._-]+")
+"""File names given to SQL as literals: the sink's own names, which need no escaping (how a
+backslash in a literal reads depends on ``spark.sql.parser.escapedStringLiterals``)."""
+
+
+def _by_source(values: dict[str, str | int]) -> str | None:
+    """SQL for the value a row's old slice (its file name in ``SOURCE_COLUMN``) maps to; None
+    when a name is not plain (:data:`_PLAIN_NAME`)."""
+    texts = [name for pair in values.items() for name in pair if isinstance(name, str)]
+    if not all(_PLAIN_NAME.fullmatch(text) for text in texts):
+        return None
     pairs = ", ".join(f"{_literal(source)}, {_literal(value)}" for source, value in values.items())
     return f"map({pairs})[{_quoted(SOURCE_COLUMN)}]"
+
+
+def _literal(value: str | int) -> str:
+    """A plain name (:data:`_PLAIN_NAME`) or an integer in Spark SQL."""
+    return str(value) if isinstance(value, int) else f"'{value}'"
 
 
 def _conformed(value: Any, source: Any, target: Any) -> Any:

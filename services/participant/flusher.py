@@ -152,8 +152,8 @@ class Flusher:
         used.update((prepared.paths[i], c.file_id) for i, c in carries.items())
         return carries
 
-    async def _merge(self, changes: dict[str, Folded], spec: FlushInput,
-                     schema: TableSchema, what: str) -> MergePlan:
+    async def _merge(self, changes: dict[str, Folded], spec: FlushInput, schema: TableSchema,
+                     what: str, still_wanted: Callable[[], bool]) -> MergePlan | None:
         """Upsert mode: the merge of the instant's changes, planned against the latest
         committed slices of the groups this partition owns (worker thread: it reads them).
         Unlike packing it is not optional: a touched group must get its new slice, so any
@@ -164,7 +164,8 @@ class Flusher:
         together, run side by side, all finished at about the same moment and the Spark
         driver sat idle until then (bench, 8 partitions: 2-6 s of every update commit).
         Planned one after the other, the first partition's job starts after its own plan
-        and the others' plans run while Spark writes."""
+        and the others' plans run while Spark writes. None: the instant ended while the plan
+        waited for its turn (``still_wanted``), so it is not planned at all."""
         cfg = self._config
 
         def plan() -> MergePlan:
@@ -176,8 +177,19 @@ class Flusher:
 
         queued = self._clock()
         async with self._planning:
+            if not still_wanted():
+                return None
             planning = self._clock()
-            merge = await asyncio.to_thread(plan)
+            work = asyncio.ensure_future(asyncio.to_thread(plan))
+            try:
+                merge = await asyncio.shield(work)
+            except asyncio.CancelledError:
+                # The thread plans on whatever happens to this task: the turn is kept until it
+                # ends, so two plans never run side by side.
+                await asyncio.wait([work])
+                if not work.cancelled():
+                    work.exception()  # retrieved: this flush reports its cancellation
+                raise
         log.debug("%s: merge of %d keys planned in %.2f s (%.2f s waiting for another's plan)",
                   what, len(changes), self._clock() - planning, planning - queued)
         return merge
@@ -210,7 +222,12 @@ class Flusher:
         # the Python rows are dropped: a waiting flush holds its data once, compactly.
         outcomes: Mapping[str, int] | None = None
         if buffer.changes is not None:
-            merge = await self._merge(buffer.changes, spec, buffer.schema or self._schema, what)
+            merge = await self._merge(buffer.changes, spec, buffer.schema or self._schema, what,
+                                      lambda: not self.refuses(state, buffer.instant))
+            if merge is None:
+                log.info("%s-%d: flush for finished instant %s refused", state.topic,
+                         state.partition, buffer.instant)
+                return None
             buffer.changes = None
             outcomes = merge.outcomes
             if merge.prepared is None:  # nothing to write: every key superseded or absent

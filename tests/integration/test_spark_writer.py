@@ -203,3 +203,46 @@ def test_carried_rows_of_many_slices_and_two_schemas_keep_each_file_in_one_task(
         assert {r["note"] for r in carried} == (set() if i == 6 else {"old"} if i >= 3 else {None})
         assert pq.read_schema(file.planned.staged_path).field("qty").type == pa.int64()
     assert sorted(p.name for p in staging.iterdir()) == [f"f{i}.parquet" for i in range(7)]
+
+
+def test_a_column_added_since_the_slice_keeps_the_tables_type_whatever_the_sessions_default(
+    writers: dict[str, SparkWriter], tmp_path: Path
+) -> None:
+    """An operator's ``spark.sql.timestampType=TIMESTAMP_NTZ`` changes what SQL's bare
+    ``timestamp`` means; a slice written before a ``ts TIMESTAMP`` column was added, rewritten
+    by a deletes-only merge (no new row to union with), still gets a UTC-adjusted ``ts``. The
+    new file's name holds a quote: SQL text would need escaping there, so it is looked up
+    with Columns (the sink's own names never hold one)."""
+    from hudi_sink.services.participant.packing import Carry
+
+    writer = writers["snappy"]
+    old_dir, staging = tmp_path / "old", tmp_path / "staging"
+    old_dir.mkdir()
+    staging.mkdir()
+    keys = [f"k{n}" for n in range(10)]
+    _old_slice(old_dir, "g0_old.parquet", keys, evolved=False)
+    table = pa.table({
+        "_hoodie_commit_time": pa.array([], pa.string()),
+        "_hoodie_commit_seqno": pa.array([], pa.string()),
+        "_hoodie_record_key": pa.array([], pa.string()),
+        "_hoodie_file_name": pa.array([], pa.string()),
+        "id": pa.array([], pa.string()),
+        "qty": pa.array([], pa.int32()),
+        "ts": pa.array([], pa.timestamp("us", "UTC")),
+        PART_COLUMN: pa.array([], pa.int32()),
+    })
+    carry = Carry(file_id="g0", source_path=str(old_dir / "g0_old.parquet"),
+                  prev_commit="20260101000000000", rows=8, drop_keys=frozenset({"k0", "k1"}))
+    planned = [PlannedFile(index=0, file_id="g0", partition_path="", file_name="f'0.parquet",
+                           staged_path=str(staging / "f'0.parquet"), carry=carry)]
+    session = writer._session_or_start()
+    session.conf.set("spark.sql.timestampType", "TIMESTAMP_NTZ")
+    try:
+        [written] = writer.write(table, planned, str(staging))
+    finally:
+        session.conf.unset("spark.sql.timestampType")
+    read = pq.read_table(written.planned.staged_path)
+    assert read.schema.field("ts").type == pa.timestamp("us", "UTC")
+    assert sorted(read.column("id").to_pylist()) == keys[2:]
+    assert read.column("ts").null_count == 8
+    assert set(read.column("_hoodie_file_name").to_pylist()) == {"f'0.parquet"}
