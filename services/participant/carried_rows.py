@@ -142,7 +142,7 @@ def _carried_scan(session: Any, scan: list[CarriedFile], columns: list[str],
     call is several round trips): 771 calls to build a 9-slice job of a 10-column table, 164
     now. Measured with one CPU-bound Python thread beside it: 4.9-5.4 s to build before,
     2.4-3.0 s now (0.23-0.25 s alone, either way). On the upsert bench the p99 stayed within
-    its run-to-run spread (33-44 s over three runs, against 33-35 s without this)."""
+    its run-to-run spread (35-44 s over three runs, against 33-35 s without this)."""
     from pyspark.sql import functions as func
     from pyspark.sql import types as spark
 

@@ -225,8 +225,7 @@ class Flusher:
             merge = await self._merge(buffer.changes, spec, buffer.schema or self._schema, what,
                                       lambda: not self.refuses(state, buffer.instant))
             if merge is None:
-                log.info("%s-%d: flush for finished instant %s refused", state.topic,
-                         state.partition, buffer.instant)
+                _log_refused(state, buffer.instant)
                 return None
             buffer.changes = None
             outcomes = merge.outcomes
@@ -246,8 +245,7 @@ class Flusher:
                                       on_failure=lambda _exc: self._metrics.flush_failed()):
             with attempt:
                 if self.refuses(state, buffer.instant):
-                    log.info("%s-%d: flush for finished instant %s refused", state.topic,
-                             state.partition, buffer.instant)
+                    _log_refused(state, buffer.instant)
                     return None
                 if tries and carries and best_effort:
                     # Packing is best-effort: an old slice Spark cannot read or union (gone,
@@ -271,3 +269,9 @@ class Flusher:
                     return None
                 return written, self._clock() - started, outcomes
         raise AssertionError("unreachable")
+
+
+def _log_refused(state: TransactionParticipant, instant: str) -> None:
+    """A flush refused because its instant ended (``Flusher.refuses``): before its plan, or
+    before a write attempt."""
+    log.info("%s-%d: flush for finished instant %s refused", state.topic, state.partition, instant)
