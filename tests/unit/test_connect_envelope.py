@@ -183,12 +183,12 @@ def test_a_300_kb_connect_decimal_is_rejected_at_once() -> None:
     huge = base64.b64encode(b"\x7f" * 225_000).decode()  # 300,000 characters
     values = [nested_envelope({"id": "a", "price": huge}),
               nested_envelope({"id": "a", "parts": [huge] * 3, "totals": {"k": huge}})]
-    started = time.perf_counter()
+    started = time.thread_time()  # CPU of this thread: other workers sharing the cores do not count
     for value in values:
         decoded = decode_nested(value)
         assert isinstance(decoded, Rejected) and decoded.error_class == "InvalidDecimal", decoded
         assert "300000 base64 characters" in decoded.message
-    assert time.perf_counter() - started < 0.5
+    assert time.thread_time() - started < 0.5
 
 
 def test_connect_dates_at_any_depth_and_out_of_range() -> None:
@@ -217,7 +217,7 @@ def test_one_struct_plan_costs_no_more_than_its_value() -> None:
     schema = {"type": "struct", "fields": [{"type": "string", "field": "id"},
                                            {"type": "array", "field": "parts", "items": item_schema}]}
     value = nested_envelope({"id": "a", "parts": [{}] * 200_000}, schema)
-    started = time.perf_counter()
+    started = time.thread_time()
     decoded = decode_nested(value)
     assert isinstance(decoded, Rejected) and "'parts[]'" in decoded.message  # {} is no decimal
-    assert time.perf_counter() - started < 2
+    assert time.thread_time() - started < 2
