@@ -15,24 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-from aiokafka import AIOKafkaProducer
 
 from hudi_sink.cli.bench.data import PARTITIONS, RecordMaker
+from hudi_sink.cli.bench.paced import Message, send_paced
 from hudi_sink.cli.bench.report import percentile
 from hudi_sink.shared.config.settings import KafkaConfig
-from hudi_sink.shared.kafka.connection import TopicAdmin, producer_options
+from hudi_sink.shared.kafka.connection import TopicAdmin
 
-__all__ = ["Message", "SteadyLoad", "SteadyResult", "SteadySent", "create_steady_topic",
+__all__ = ["SteadyLoad", "SteadyResult", "SteadySent", "create_steady_topic",
            "produce_paced", "produce_steady", "steady_result", "visible_latencies", "rounded"]
-
-TICK_S = 0.05
-"""Records go out in small bursts this often, so the rate is even at the scale of an interval."""
-
 
 @dataclass(frozen=True)
 class SteadyLoad:
@@ -81,10 +74,6 @@ async def create_steady_topic(bootstrap: str, topic: str) -> None:
         await admin.ensure_topic(topic, PARTITIONS, config_key="bench steady topic")
 
 
-Message = tuple[bytes | None, bytes, int | None]
-"""A record to send: (message key, value, partition; None: the default partitioner's choice)."""
-
-
 async def produce_steady(bootstrap: str, topic: str, load: SteadyLoad,
                          record_bytes: int) -> SteadySent:
     """Send ``load.rps`` records a second for ``load.seconds``, round-robin over partitions."""
@@ -97,37 +86,16 @@ async def produce_steady(bootstrap: str, topic: str, load: SteadyLoad,
 async def produce_paced(bootstrap: str, topic: str, rps: int, seconds: float,
                         message: Callable[[int], Message], client_id: str,
                         run_id: str) -> SteadySent:
-    """Send ``message(n)`` for n = 0, 1, … at ``rps`` a second for ``seconds``.
-
-    Bursts are paced against the clock (a burst that runs late is not made up by sending
-    faster than the rate afterwards beyond the records it owes)."""
-    kafka = KafkaConfig(bootstrap_servers=bootstrap, topics=[topic])
-    producer = AIOKafkaProducer(**producer_options(kafka, client_id))
-    await producer.start()
-    pending: list[Any] = []
-    sent = 0
-    started = time.monotonic()
-    try:
-        while (elapsed := time.monotonic() - started) < seconds:
-            owed = int(elapsed * rps) - sent
-            for _ in range(max(0, owed)):
-                key, value, partition = message(sent)
-                # our own timestamp per record: aiokafka gives a batch's records the first
-                # one's when the broker answers with no log-append time
-                pending.append(await producer.send(topic, value=value, key=key, partition=partition,
-                                                   timestamp_ms=int(time.time() * 1000)))
-                sent += 1
-            await asyncio.sleep(TICK_S)  # pacing a load generator, not waiting for a state
-        sending = time.monotonic() - started  # the rate achieved, not counting the last acks
-        metas = await asyncio.gather(*pending)
-    finally:
-        await producer.stop()
+    """Send ``message(n)`` for n = 0, 1, … at ``rps`` a second for ``seconds`` (the load
+    generator of :mod:`.paced`, in a worker thread)."""
+    delivered = await asyncio.to_thread(send_paced, bootstrap, topic, rps, seconds, message,
+                                        client_id)
     offsets: dict[int, list[int]] = {}
     stamps: dict[int, list[float]] = {}
-    for meta in sorted(metas, key=lambda m: (m.partition, m.offset)):
-        offsets.setdefault(meta.partition, []).append(meta.offset)
-        stamps.setdefault(meta.partition, []).append(meta.timestamp / 1000)
-    return SteadySent(offsets, stamps, sending, run_id)
+    for partition, offset, stamp in sorted(delivered.records):
+        offsets.setdefault(partition, []).append(offset)
+        stamps.setdefault(partition, []).append(stamp)
+    return SteadySent(offsets, stamps, delivered.seconds, run_id)
 
 
 def visible_latencies(sent: SteadySent, commits: list[tuple[float, dict[int, int]]]) -> list[float]:

@@ -24,8 +24,9 @@ import random
 from dataclasses import dataclass
 
 from hudi_sink.cli.bench.data import RecordMaker
+from hudi_sink.cli.bench.paced import Message
 from hudi_sink.cli.bench.report import percentile
-from hudi_sink.cli.bench.steady import Message, SteadySent, produce_paced, rounded, visible_latencies
+from hudi_sink.cli.bench.steady import SteadySent, produce_paced, rounded, visible_latencies
 from hudi_sink.cli.bench.timeline import SeenCommit
 
 __all__ = ["UpdateLoad", "UpdateResult", "produce_updates", "update_result"]

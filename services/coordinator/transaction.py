@@ -25,6 +25,7 @@ from hudi_sink.services.coordinator.history import TransactionHistory, transacti
 from hudi_sink.services.coordinator.idle import IdleInstants
 from hudi_sink.services.coordinator.instants import reserve_instant
 from hudi_sink.services.coordinator.offset_requests import OffsetRequests
+from hudi_sink.services.coordinator.operator_requests import OperatorRequests
 from hudi_sink.services.coordinator.phase import UNDECIDED_PHASES, Closed, Open, PhaseMachine
 from hudi_sink.services.coordinator.status_checks import StatusChecks
 from hudi_sink.services.coordinator.table_schemas import TableSchemas
@@ -59,9 +60,6 @@ Clock = Callable[[], float]
 ChannelSend = Callable[[Outgoing, str, int], Awaitable[None]]
 """Send (payload, instant, epoch) on the control topic."""
 ExpectedPartitions = Callable[[], Awaitable[frozenset[PartitionKey]]]
-COMMIT_REQUEST_WINDOW_S = 5.0
-"""A forced commit asked for between two instants applies to the next instant only if it
-starts this soon (it normally starts within milliseconds); it never lingers."""
 
 
 @dataclass(frozen=True)
@@ -94,10 +92,9 @@ class TransactionDriver:
         self.latest_instant: str | None = None
         self.starting: str | None = None  # reserved, not yet open (services.coordinator.instants)
         self.owners: dict[PartitionKey, str] = {}  # latest announcer of each partition
-        self._commit_request: tuple[str | None, float] | None = None
-        """A REST commit: (instant it is for, or None for "the next one", when asked)."""
-        self._abort_request: str | None = None  # a REST abort's instant (never another one)
+        self._requests = OperatorRequests(context.clock)  # REST's (and a drain's) commit, abort
         self._waiting_logged_for: tuple[str, str] | None = None
+        self._committed_end: float | None = None  # END of the instant committed last (cadence)
         self.draining = False  # stopping (services.coordinator.drain): start no new instant
         self._idle = IdleInstants(context.table, context.metrics, context.config.transaction, self.phase)
         self._status_checks = StatusChecks(context.committer, context.table, context.metrics)
@@ -122,6 +119,7 @@ class TransactionDriver:
     def begin_recovery(self) -> None:
         """Elected: announcements heard as a standby are not trusted, nor a change pending."""
         self.owners.clear()
+        self._committed_end = None
         self.offsets.drop("a new leadership began")
         self.phase.close(CoordinatorPhase.RECOVERING, "elected")
 
@@ -217,7 +215,7 @@ class TransactionDriver:
             case Closed(name=CoordinatorPhase.IDLE):  # a boundary: an offset change first
                 if await self.offsets.apply(self) is None and not self.draining:
                     await self._start_transaction()
-            case Open(txn=state) if self._take_abort_request(state.instant):
+            case Open(txn=state) if self._requests.take_abort(state.instant):
                 await self.abort(AbortReason.FORCED)
             case Open(name=CoordinatorPhase.STARTED, txn=state):
                 await self._step_started(state, now)
@@ -225,7 +223,7 @@ class TransactionDriver:
                 await self._step_ended(state, now)
 
     async def _step_started(self, state: CommitState, now: float) -> None:
-        forced = self._take_commit_request(state.instant, now)
+        forced = self._requests.take_commit(state.instant, now)
         if forced or state.is_interval_reached(now, self._config.transaction.interval_ms / 1000):
             if not forced and not state.has_known_owner():
                 self._log_waiting(state, "no participant has announced a partition yet")
@@ -249,21 +247,6 @@ class TransactionDriver:
         if self._waiting_logged_for != (state.instant, why):
             self._waiting_logged_for = (state.instant, why)
             log.info("%s stays open: %s", state.instant, why)
-
-    def _take_abort_request(self, instant: str) -> bool:
-        """Whether a REST abort applies to ``instant`` (taken once; one asked for another
-        instant is dropped, never applied)."""
-        requested, self._abort_request = self._abort_request, None
-        return requested is not None and requested == instant
-
-    def _take_commit_request(self, instant: str, now: float) -> bool:
-        """Whether a REST commit applies to ``instant``: asked for it, or asked between two
-        instants just before it started. A stale request is dropped, never applied."""
-        request, self._commit_request = self._commit_request, None
-        if request is None:
-            return False
-        target, asked_at = request
-        return target == instant or (target is None and now - asked_at <= COMMIT_REQUEST_WINDOW_S)
 
     async def _on_timeout(self, state: CommitState, now: float) -> None:
         """Write-status deadline passed: commit the partitions that answered and carry the
@@ -302,7 +285,9 @@ class TransactionDriver:
             start_offsets=start_offsets,
             started_at=self._clock(),
             owners={k: v for k, v in self.owners.items() if k in expected},
+            interval_from=self._committed_end,
         ))
+        self._committed_end = None
         self.starting = None
         await self.send(StartCommit(offsets=PartitionOffset.list_of(start_offsets), table_schema=
                                     self.schemas.ddl, follow_writers=self.schemas.follow), instant)
@@ -340,6 +325,7 @@ class TransactionDriver:
             state, "committed", records=planned.records, files=len(planned.moves),
             bytes_=sum(planned.sizes.values()), duration=duration, carried=planned.carried))
         self.phase.close(CoordinatorPhase.IDLE, f"committed {state.instant}")
+        self._committed_end = state.ended_at
         log.info("committed %s: %d rows, %d files, %d dlq, offsets %s%s (%.2f s)", state.instant,
                  planned.records, len(planned.moves), planned.dlq, offsets_text(planned.offsets),
                  f", carried {keys_text(planned.carried)}" if planned.carried else "", duration)
@@ -363,6 +349,7 @@ class TransactionDriver:
         """Roll the open transaction back (IllegalTransition when none is open)."""
         reason = f"{why.value}: {detail}" if detail else why.value
         state = self.phase.advance(CoordinatorPhase.ABORTING, reason)
+        self._committed_end = None
         await asyncio.to_thread(self._committer.abort, state.instant, reason)
         self._metrics.transaction_aborted(why.value)
         self.history.record(transaction_view(state, "aborted", reason=reason,
@@ -386,14 +373,14 @@ class TransactionDriver:
 
     def request_commit(self) -> str | None:
         """End the open instant now; between two instants, the one that starts next (only
-        within COMMIT_REQUEST_WINDOW_S). Returns the open instant, if any."""
+        within ``COMMIT_REQUEST_WINDOW_S``). Returns the open instant, if any."""
         instant = self.open_instant()
-        self._commit_request = (instant, self._clock())
+        self._requests.ask_commit(instant)
         return instant
 
     def request_abort(self) -> str | None:
         """Roll back the open instant; None (nothing done) when no instant is open, so an
         abort can never hit a transaction the operator did not see."""
         instant = self.open_instant()
-        self._abort_request = instant
+        self._requests.ask_abort(instant)
         return instant

