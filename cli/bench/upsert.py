@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +33,19 @@ from hudi_sink.cli.bench.report import machine_facts, percentile
 from hudi_sink.cli.bench.sink_run import SinkResult, SinkRun
 from hudi_sink.cli.bench.updates import UpdateLoad, UpdateResult
 
-__all__ = ["UPSERT_PARTITIONS", "UpsertBench", "measure_upsert", "upsert_targets"]
+__all__ = ["DRIVER_MEMORY", "UPSERT_PARTITIONS", "UpsertBench", "measure_upsert", "upsert_targets",
+           "with_driver_memory"]
 
 log = logging.getLogger("hudi_sink.bench")
 
 UPSERT_PARTITIONS = 8
 """The keyed topic's partitions (the issue's update workload: 8 Kafka partitions)."""
+DRIVER_MEMORY = ("spark.driver.memory", "4g")
+"""The participants' Spark heap unless ``--spark-conf`` names one, both modes alike: a
+participant whose merges rewrite a 1M-row table needs a heap sized like a deployment's (the
+chart derives it from the pod's memory limit). Spark's 1 GB default runs out of heap here: a
+flush's new rows become a local relation of rows in the driver, and a merge task buffers every
+file it writes until the task ends (measured: OutOfMemoryError in the keyed insert phase)."""
 TOPIC = "bench-keyed"
 
 
@@ -64,9 +71,16 @@ class RunSettings:
     timeout_s: float
 
 
+def with_driver_memory(spark_conf: dict[str, str]) -> dict[str, str]:
+    """``spark_conf`` with :data:`DRIVER_MEMORY` unless it names a driver memory itself."""
+    key, value = DRIVER_MEMORY
+    return {key: value, **spark_conf}
+
+
 async def measure_upsert(bench: UpsertBench, settings: RunSettings, work: Path,
                          say: Callable[[str], None]) -> dict[str, Any]:
     updating = bench.update_rps > 0 and bench.update_seconds > 0
+    settings = replace(settings, spark_conf=with_driver_memory(settings.spark_conf))
     result: dict[str, Any] = {
         "mode": "upsert",
         "records": bench.rows,

@@ -55,7 +55,8 @@ class CommitState:
     """When this instant's interval began: the END of the instant committed just before it,
     so that instants follow at ``interval_ms`` (not at interval + writing time) and a write
     longer than the interval is followed by an END right after the START; None: its START
-    (a new leader's first instant, or after an abort)."""
+    (a new leader's first instant, after an abort or an idle withdrawal, after a partial
+    commit that carried partitions, after an operator's offset change)."""
 
     # --- predicates ---------------------------------------------------------------------
     def is_interval_reached(self, now: float, interval_s: float) -> bool:

@@ -213,7 +213,9 @@ class TransactionDriver:
         now = self._clock()
         match self.phase.now:
             case Closed(name=CoordinatorPhase.IDLE):  # a boundary: an offset change first
-                if await self.offsets.apply(self) is None and not self.draining:
+                if await self.offsets.apply(self) is not None:
+                    self._committed_end = None  # partitions moved: the next instant reads anew
+                elif not self.draining:
                     await self._start_transaction()
             case Open(txn=state) if self._requests.take_abort(state.instant):
                 await self.abort(AbortReason.FORCED)
@@ -325,7 +327,9 @@ class TransactionDriver:
             state, "committed", records=planned.records, files=len(planned.moves),
             bytes_=sum(planned.sizes.values()), duration=duration, carried=planned.carried))
         self.phase.close(CoordinatorPhase.IDLE, f"committed {state.instant}")
-        self._committed_end = state.ended_at
+        # A partition carried (its offset rewound, nothing read ahead for it) gets a whole
+        # interval in the next instant, as after an abort; else instants follow END to END.
+        self._committed_end = None if planned.carried else state.ended_at
         log.info("committed %s: %d rows, %d files, %d dlq, offsets %s%s (%.2f s)", state.instant,
                  planned.records, len(planned.moves), planned.dlq, offsets_text(planned.offsets),
                  f", carried {keys_text(planned.carried)}" if planned.carried else "", duration)
@@ -349,7 +353,6 @@ class TransactionDriver:
         """Roll the open transaction back (IllegalTransition when none is open)."""
         reason = f"{why.value}: {detail}" if detail else why.value
         state = self.phase.advance(CoordinatorPhase.ABORTING, reason)
-        self._committed_end = None
         await asyncio.to_thread(self._committer.abort, state.instant, reason)
         self._metrics.transaction_aborted(why.value)
         self.history.record(transaction_view(state, "aborted", reason=reason,
@@ -373,7 +376,7 @@ class TransactionDriver:
 
     def request_commit(self) -> str | None:
         """End the open instant now; between two instants, the one that starts next (only
-        within ``COMMIT_REQUEST_WINDOW_S``). Returns the open instant, if any."""
+        within ``operator_requests.COMMIT_REQUEST_WINDOW_S``). Returns the open instant, if any."""
         instant = self.open_instant()
         self._requests.ask_commit(instant)
         return instant

@@ -103,3 +103,11 @@ def test_targets_judge_the_ratio_the_p99_and_the_rate_actually_sent() -> None:
     unmeasured = upsert_targets({"settings": {"interval_ms": 2000}, "upsert_vs_insert": None,
                                  "update_latency_p99_s": None, "updates": None})
     assert [t["met"] for t in unmeasured.values()] == [None, None, None]
+
+
+def test_the_upsert_bench_sizes_the_driver_heap_unless_told() -> None:
+    from hudi_sink.cli.bench.upsert import with_driver_memory
+
+    assert with_driver_memory({}) == {"spark.driver.memory": "4g"}
+    assert with_driver_memory({"spark.driver.memory": "2g", "a": "b"}) == {
+        "spark.driver.memory": "2g", "a": "b"}

@@ -187,7 +187,9 @@ async def test_after_a_write_longer_than_the_interval_the_next_instant_ends_at_o
         # no time passes: the END is due since the first END plus the interval
         await participant.expect(MessageType.END_COMMIT,
                                  where=lambda e: e.commit_time == second.commit_time)
-        # written at once, the instant after it waits out the interval from that END
+        # a write shorter than the interval: the instant after it ends one interval after
+        # that END (clock 1004.5 + 2), not one interval after its own START (1005.5 + 2)
+        clock.advance(1.0)
         await participant.status(second, P0, 5, 6)
         await participant.status(second, P1, 5, 6)
         await participant.expect(MessageType.ACK_COMMIT,
@@ -195,13 +197,46 @@ async def test_after_a_write_longer_than_the_interval_the_next_instant_ends_at_o
         earlier = (first.commit_time, second.commit_time)
         third = await participant.expect(MessageType.START_COMMIT,
                                          where=lambda e: e.commit_time not in earlier)
-        clock.advance(1.9)
+        clock.advance(0.9)
         with pytest.raises(AssertionError, match="no END_COMMIT"):
             await participant.expect(MessageType.END_COMMIT, timeout_s=1.0,
                                      where=lambda e: e.commit_time == third.commit_time)
         clock.advance(0.1)
         await participant.expect(MessageType.END_COMMIT,
                                  where=lambda e: e.commit_time == third.commit_time)
+        await participant.status(third, P0, 6, 7)  # answered: the coordinator stops at once
+        await participant.status(third, P1, 6, 7)
+        await participant.expect(MessageType.ACK_COMMIT,
+                                 where=lambda e: e.commit_time == third.commit_time)
+
+
+async def test_after_a_partial_commit_the_next_instant_gets_a_whole_interval(
+    tmp_path: Path,
+) -> None:
+    """A carried partition restarts from its old offset with nothing read ahead: the next
+    instant counts its interval from its START, not from the long-past END."""
+    clock = ManualClock(1000.0)
+    async with _running(tmp_path, interval_ms=2000, timeout_ms=5000, clock=clock) as (_, bus):
+        participant = Participant(bus)
+        first = await participant.expect(MessageType.START_COMMIT)
+        await participant.announce(P0, P1)
+        clock.advance(2.0)
+        await participant.expect(MessageType.END_COMMIT)
+        await participant.status(first, P0, 0, 5)
+        clock.advance(5.0)  # P1 never answers: committed without it at the deadline
+        await participant.expect(MessageType.ACK_COMMIT)
+        second = await participant.expect(MessageType.START_COMMIT,
+                                          where=lambda e: e.commit_time != first.commit_time)
+        with pytest.raises(AssertionError, match="no END_COMMIT"):
+            await participant.expect(MessageType.END_COMMIT, timeout_s=1.0,
+                                     where=lambda e: e.commit_time == second.commit_time)
+        clock.advance(2.0)
+        await participant.expect(MessageType.END_COMMIT,
+                                 where=lambda e: e.commit_time == second.commit_time)
+        await participant.status(second, P0, 5, 6)
+        await participant.status(second, P1, 0, 2)
+        await participant.expect(MessageType.ACK_COMMIT,
+                                 where=lambda e: e.commit_time == second.commit_time)
 
 
 async def test_an_instant_waits_for_the_first_announcement_instead_of_aborting(
