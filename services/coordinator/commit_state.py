@@ -51,17 +51,10 @@ class CommitState:
     """Latest member that announced each partition (PARTICIPANT_READY)."""
     heard_at: float | None = None
     """When a participant last announced a partition of this instant (alive, working)."""
-    interval_from: float | None = None
-    """When this instant's interval began: the END of the instant committed just before it,
-    so that instants follow at ``interval_ms`` (not at interval + writing time) and a write
-    longer than the interval is followed by an END right after the START; None: its START
-    (a new leader's first instant, after an abort or an idle withdrawal, after a partial
-    commit that carried partitions, after an operator's offset change)."""
 
     # --- predicates ---------------------------------------------------------------------
     def is_interval_reached(self, now: float, interval_s: float) -> bool:
-        began = self.started_at if self.interval_from is None else self.interval_from
-        return self.ended_at is None and now - began >= interval_s
+        return self.ended_at is None and now - self.started_at >= interval_s
 
     def is_timed_out(self, now: float, timeout_s: float) -> bool:
         return self.ended_at is not None and now - self.ended_at >= timeout_s

@@ -94,7 +94,6 @@ class TransactionDriver:
         self.owners: dict[PartitionKey, str] = {}  # latest announcer of each partition
         self._requests = OperatorRequests(context.clock)  # REST's (and a drain's) commit, abort
         self._waiting_logged_for: tuple[str, str] | None = None
-        self._committed_end: float | None = None  # END of the instant committed last (cadence)
         self.draining = False  # stopping (services.coordinator.drain): start no new instant
         self._idle = IdleInstants(context.table, context.metrics, context.config.transaction, self.phase)
         self._status_checks = StatusChecks(context.committer, context.table, context.metrics)
@@ -119,7 +118,6 @@ class TransactionDriver:
     def begin_recovery(self) -> None:
         """Elected: announcements heard as a standby are not trusted, nor a change pending."""
         self.owners.clear()
-        self._committed_end = None
         self.offsets.drop("a new leadership began")
         self.phase.close(CoordinatorPhase.RECOVERING, "elected")
 
@@ -213,9 +211,7 @@ class TransactionDriver:
         now = self._clock()
         match self.phase.now:
             case Closed(name=CoordinatorPhase.IDLE):  # a boundary: an offset change first
-                if await self.offsets.apply(self) is not None:
-                    self._committed_end = None  # partitions moved: the next instant reads anew
-                elif not self.draining:
+                if await self.offsets.apply(self) is None and not self.draining:
                     await self._start_transaction()
             case Open(txn=state) if self._requests.take_abort(state.instant):
                 await self.abort(AbortReason.FORCED)
@@ -287,9 +283,7 @@ class TransactionDriver:
             start_offsets=start_offsets,
             started_at=self._clock(),
             owners={k: v for k, v in self.owners.items() if k in expected},
-            interval_from=self._committed_end,
         ))
-        self._committed_end = None
         self.starting = None
         await self.send(StartCommit(offsets=PartitionOffset.list_of(start_offsets), table_schema=
                                     self.schemas.ddl, follow_writers=self.schemas.follow), instant)
@@ -327,9 +321,6 @@ class TransactionDriver:
             state, "committed", records=planned.records, files=len(planned.moves),
             bytes_=sum(planned.sizes.values()), duration=duration, carried=planned.carried))
         self.phase.close(CoordinatorPhase.IDLE, f"committed {state.instant}")
-        # A partition carried (its offset rewound, nothing read ahead for it) gets a whole
-        # interval in the next instant, as after an abort; else instants follow END to END.
-        self._committed_end = None if planned.carried else state.ended_at
         log.info("committed %s: %d rows, %d files, %d dlq, offsets %s%s (%.2f s)", state.instant,
                  planned.records, len(planned.moves), planned.dlq, offsets_text(planned.offsets),
                  f", carried {keys_text(planned.carried)}" if planned.carried else "", duration)

@@ -113,18 +113,6 @@ def test_interval_predicate_uses_injected_clock() -> None:
     assert not state.is_interval_reached(1000.0, 5.0)  # already ended
 
 
-def test_the_interval_counts_from_the_previous_end_when_there_was_one() -> None:
-    # The previous instant ended at 97 and committed at 100, when this one started.
-    state = _state(started_at=100.0)
-    state.interval_from = 97.0
-    assert not state.is_interval_reached(101.9, 5.0)
-    assert state.is_interval_reached(102.0, 5.0)  # 5 s after that END, 2 s after this START
-    # A write longer than the interval: the next END follows the START at once.
-    late = _state(started_at=130.0)
-    late.interval_from = 90.0
-    assert late.is_interval_reached(130.0, 5.0)
-
-
 def test_timeout_counts_from_end() -> None:
     state = _state(started_at=100.0)
     assert not state.is_timed_out(10_000.0, 30.0)  # never ended: no write-status timeout

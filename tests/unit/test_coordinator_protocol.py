@@ -5,15 +5,12 @@ REST commands bound to their instant. No broker, no Spark: each case takes about
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from manual_clock import ManualClock
 from memory_channel import MemoryChannel, MemoryControlBus
 
 from hudi_sink.services.coordinator.disposal import DirectDisposal
@@ -58,9 +55,8 @@ class _Election:
 
 
 class BusCoordinator(CoordinatorService):
-    def __init__(self, config: SinkConfig, bus: MemoryControlBus,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(config, faults=Faults(""), clock=clock)
+    def __init__(self, config: SinkConfig, bus: MemoryControlBus) -> None:
+        super().__init__(config, faults=Faults(""))
         self._bus = bus
 
     async def start(self) -> CoordinatorClients:
@@ -108,23 +104,15 @@ class Participant:
 
 @pytest.fixture
 async def sink(tmp_path: Path) -> AsyncIterator[tuple[BusCoordinator, MemoryControlBus]]:
-    async with _running(tmp_path, interval_ms=100) as running:
-        yield running
-
-
-@contextlib.asynccontextmanager
-async def _running(tmp_path: Path, *, interval_ms: int, timeout_ms: int = 1000,
-                   clock: Callable[[], float] = time.monotonic
-                   ) -> AsyncIterator[tuple[BusCoordinator, MemoryControlBus]]:
     config = config_from_mapping({
         "name": "t",
         "kafka": {"topics": [TOPIC]},
         "table": {"base_path": str(tmp_path / "table"), "schema": "id STRING"},
-        "transaction": {"interval_ms": interval_ms, "write_status_timeout_ms": timeout_ms,
+        "transaction": {"interval_ms": 100, "write_status_timeout_ms": 1000,
                         "resend_interval_ms": 200},
     })
     bus = MemoryControlBus(config.name)
-    coordinator = BusCoordinator(config, bus, clock)
+    coordinator = BusCoordinator(config, bus)
     task = asyncio.create_task(coordinator.run())
     try:
         yield coordinator, bus
@@ -162,81 +150,6 @@ async def test_timeout_commits_the_partitions_that_answered_and_carries_the_rest
                                    where=lambda e: e.commit_time != start.commit_time)
     offsets = {(o.topic, o.partition): o.offset for o in nxt.payload.offsets}  # type: ignore[union-attr]
     assert offsets == {(TOPIC, 0): 5, (TOPIC, 1): 0}
-
-
-async def test_after_a_write_longer_than_the_interval_the_next_instant_ends_at_once(
-    tmp_path: Path,
-) -> None:
-    """Instants follow at ``interval_ms`` from END to END: when the participants' writes took
-    longer than the interval, the next END comes right after its START (the records read
-    meanwhile are that instant's), not a whole interval later. The coordinator's clock moves
-    only when the test moves it."""
-    clock = ManualClock(1000.0)
-    async with _running(tmp_path, interval_ms=2000, timeout_ms=60_000, clock=clock) as (_, bus):
-        participant = Participant(bus)
-        first = await participant.expect(MessageType.START_COMMIT)
-        await participant.announce(P0, P1)
-        clock.advance(2.0)
-        await participant.expect(MessageType.END_COMMIT)
-        clock.advance(2.5)  # the write outlasts the interval
-        await participant.status(first, P0, 0, 5)
-        await participant.status(first, P1, 0, 5)
-        await participant.expect(MessageType.ACK_COMMIT)
-        second = await participant.expect(MessageType.START_COMMIT,
-                                          where=lambda e: e.commit_time != first.commit_time)
-        # no time passes: the END is due since the first END plus the interval
-        await participant.expect(MessageType.END_COMMIT,
-                                 where=lambda e: e.commit_time == second.commit_time)
-        # a write shorter than the interval: the instant after it ends one interval after
-        # that END (clock 1004.5 + 2), not one interval after its own START (1005.5 + 2)
-        clock.advance(1.0)
-        await participant.status(second, P0, 5, 6)
-        await participant.status(second, P1, 5, 6)
-        await participant.expect(MessageType.ACK_COMMIT,
-                                 where=lambda e: e.commit_time == second.commit_time)
-        earlier = (first.commit_time, second.commit_time)
-        third = await participant.expect(MessageType.START_COMMIT,
-                                         where=lambda e: e.commit_time not in earlier)
-        clock.advance(0.9)
-        with pytest.raises(AssertionError, match="no END_COMMIT"):
-            await participant.expect(MessageType.END_COMMIT, timeout_s=1.0,
-                                     where=lambda e: e.commit_time == third.commit_time)
-        clock.advance(0.1)
-        await participant.expect(MessageType.END_COMMIT,
-                                 where=lambda e: e.commit_time == third.commit_time)
-        await participant.status(third, P0, 6, 7)  # answered: the coordinator stops at once
-        await participant.status(third, P1, 6, 7)
-        await participant.expect(MessageType.ACK_COMMIT,
-                                 where=lambda e: e.commit_time == third.commit_time)
-
-
-async def test_after_a_partial_commit_the_next_instant_gets_a_whole_interval(
-    tmp_path: Path,
-) -> None:
-    """A carried partition restarts from its old offset with nothing read ahead: the next
-    instant counts its interval from its START, not from the long-past END."""
-    clock = ManualClock(1000.0)
-    async with _running(tmp_path, interval_ms=2000, timeout_ms=5000, clock=clock) as (_, bus):
-        participant = Participant(bus)
-        first = await participant.expect(MessageType.START_COMMIT)
-        await participant.announce(P0, P1)
-        clock.advance(2.0)
-        await participant.expect(MessageType.END_COMMIT)
-        await participant.status(first, P0, 0, 5)
-        clock.advance(5.0)  # P1 never answers: committed without it at the deadline
-        await participant.expect(MessageType.ACK_COMMIT)
-        second = await participant.expect(MessageType.START_COMMIT,
-                                          where=lambda e: e.commit_time != first.commit_time)
-        with pytest.raises(AssertionError, match="no END_COMMIT"):
-            await participant.expect(MessageType.END_COMMIT, timeout_s=1.0,
-                                     where=lambda e: e.commit_time == second.commit_time)
-        clock.advance(2.0)
-        await participant.expect(MessageType.END_COMMIT,
-                                 where=lambda e: e.commit_time == second.commit_time)
-        await participant.status(second, P0, 5, 6)
-        await participant.status(second, P1, 0, 2)
-        await participant.expect(MessageType.ACK_COMMIT,
-                                 where=lambda e: e.commit_time == second.commit_time)
 
 
 async def test_an_instant_waits_for_the_first_announcement_instead_of_aborting(
