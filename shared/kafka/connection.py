@@ -142,6 +142,17 @@ async def _probe(kafka: KafkaConfig, timeout_s: float) -> None:
         await admin.close()
 
 
+def _raise_if_cancelled() -> None:
+    """Re-raise a cancellation that an attempt swallowed. Python 3.11's ``wait_for`` returns
+    the inner result (or raises its error) when the cancel lands as the probe finishes, and a
+    client may catch CancelledError itself; the loop would then retry until
+    ``startup_timeout_s`` while a SIGTERMed pod should stop (seen once in CI: a coordinator
+    still waiting 20 s after SIGTERM, ``test_sigterm_during_startup_stops_promptly``)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 async def wait_for_kafka(
     kafka: KafkaConfig, on_attempt: Callable[[str], None] | None = None
 ) -> None:
@@ -169,6 +180,7 @@ async def wait_for_kafka(
             last_error = f"no answer within {attempt_timeout:g} s"
         except _TRANSIENT_ERRORS as exc:
             last_error = _describe(exc)
+        _raise_if_cancelled()
         remaining = deadline - loop.time()
         if on_attempt is not None:
             outlook = f"retrying in {min(delay, remaining):.1f} s" if remaining > 0 else "giving up"
