@@ -75,8 +75,9 @@ class Leadership:
                 if driver.is_leader:
                     self._step_down("lost group leadership")
                 election.changed.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(election.changed.wait(), timeout=1)
+                with contextlib.suppress(TimeoutError):  # not wait_for: see wait_for_kafka
+                    async with asyncio.timeout(1):
+                        await election.changed.wait()
                 await asyncio.to_thread(self._ctx.committer.refresh)
                 await self._observe_table_commit(every_s=STANDBY_TABLE_CHECK_S)
                 continue

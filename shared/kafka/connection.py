@@ -144,8 +144,9 @@ async def _probe(kafka: KafkaConfig, timeout_s: float) -> None:
 
 def _raise_if_cancelled() -> None:
     """Re-raise a cancellation that an attempt swallowed. Python 3.11's ``wait_for`` returns
-    the inner result (or raises its error) when the cancel lands as the probe finishes, and a
-    client may catch CancelledError itself; the loop would then retry until
+    the inner result (or raises its error) when the cancel lands as the probe finishes (so
+    loops that must stop on cancel wait with ``asyncio.timeout`` instead), and a client may
+    catch CancelledError itself; the loop would then retry until
     ``startup_timeout_s`` while a SIGTERMed pod should stop (seen once in CI: a coordinator
     still waiting 20 s after SIGTERM, ``test_sigterm_during_startup_stops_promptly``)."""
     task = asyncio.current_task()

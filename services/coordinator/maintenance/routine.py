@@ -99,8 +99,9 @@ class MaintenanceRoutine:
         last_pass = time.monotonic()
         last_count = 0
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=WAKE_CHECK_S)
+            with contextlib.suppress(TimeoutError):  # not wait_for: see wait_for_kafka
+                async with asyncio.timeout(WAKE_CHECK_S):
+                    await self._wake.wait()
             forced = self._wake.is_set()
             self._wake.clear()
             if not self._driver.is_leader or self._committer.epoch == 0:
