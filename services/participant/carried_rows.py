@@ -28,6 +28,7 @@ from __future__ import annotations
 import heapq
 import posixpath
 import re
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -39,7 +40,7 @@ from hudi_sink.services.participant.packing import Carry
 from hudi_sink.shared.storage.fs import FileSystem
 
 __all__ = ["frame_with_carried_rows", "deal_buckets", "write_empty_slice", "CarriedFile",
-           "FILE_NAME_COLUMN"]
+           "FILE_NAME_COLUMN", "StagedInputs"]
 
 FILE_NAME_COLUMN = "_hoodie_file_name"
 KEY_COLUMN = "_hoodie_record_key"
@@ -54,6 +55,35 @@ process's other Spark slot keeps the second core busy with another flush."""
 
 CarriedFile = tuple[int, str, Carry]
 """(``__hs_part`` index, the new file's name, the slice it carries rows from)."""
+
+
+class StagedInputs:
+    """Arrow tables a job reads, written as Parquet files into one directory of the table's
+    storage (beside the job's output, so a Spark Connect server reads them as it writes
+    there).
+
+    Why not ``createDataFrame``: classic PySpark turns an Arrow table into a local relation,
+    every row an ``UnsafeRow`` held in the plan. Measured on a full-table merge (1M rows of
+    1 KB, 64 slices, 166k new rows and as many dropped keys; 2 cores, warm JVM): the driver
+    spent 2.5-3 s of each 7-8 s merge before any task ran, mostly in analyser rules walking
+    the relation's rows (``QueryPlan.mapExpressions`` over its data), and the rows stay in
+    the driver's heap until the job ends (780k of them, about 1 GB, in the upsert bench's
+    keyed insert phase). A Parquet file is read by tasks, like the old slices beside it."""
+
+    def __init__(self, fs: FileSystem, directory: str) -> None:
+        self._fs = fs
+        self.directory = directory
+
+    def write(self, table: pa.Table) -> str:
+        """``table`` as a new Parquet file in the directory; its path. Written for one read:
+        no dictionaries or statistics (nothing is looked up in it)."""
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression="lz4", use_dictionary=False,
+                       write_statistics=False)
+        path = posixpath.join(self.directory, f"{uuid.uuid4().hex}.parquet")
+        self._fs.makedirs(self.directory)
+        self._fs.write_atomic(path, sink.getvalue().to_pybytes())
+        return path
 
 
 def deal_buckets(weights: dict[int, int], buckets: int) -> list[list[int]]:
@@ -71,11 +101,12 @@ def deal_buckets(weights: dict[int, int], buckets: int) -> list[list[int]]:
 
 def frame_with_carried_rows(session: Any, table: pa.Table, carried: list[CarriedFile],
                             part_column: str, *, new_rows: dict[int, int], buckets: int,
-                            schema_of: Callable[[str], pa.Schema]) -> Any:
+                            schema_of: Callable[[str], pa.Schema], inputs: StagedInputs) -> Any:
     """A DataFrame of ``table`` (may be empty) plus every carried slice's remaining rows,
     each planned file's rows in one partition (see the module doc). ``new_rows``: the rows
     ``table`` holds per ``part_column`` index; ``schema_of`` reads an old slice's file schema
-    (its footer)."""
+    (its footer); ``inputs`` writes the flush's rows and dropped keys where Spark reads them
+    (the caller deletes them once the job has run)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     types = {f.name: f.dataType for f in from_arrow_schema(table.schema,
@@ -92,10 +123,11 @@ def frame_with_carried_rows(session: Any, table: pa.Table, carried: list[Carried
         mine = [i for i in bucket if new_rows.get(i)]
         if mine:
             rows = table.filter(pc.is_in(table.column(part_column), pa.array(mine, pa.int32())))
-            parts.append(session.createDataFrame(rows))
+            parts.append(_staged_rows(session, inputs.write(rows), table.column_names, types))
         old = [by_index[i] for i in bucket if i in by_index]
         for scan in _scans(old, schema_of):
-            parts.append(_carried_scan(session, scan, table.column_names, types, part_column))
+            parts.append(_carried_scan(session, scan, table.column_names, types, part_column,
+                                       inputs))
         frame = parts[0]
         for other in parts[1:]:
             frame = frame.unionByName(other)
@@ -127,7 +159,7 @@ def _scans(carried: list[CarriedFile], schema_of: Callable[[str], pa.Schema]
 
 
 def _carried_scan(session: Any, scan: list[CarriedFile], columns: list[str],
-                  types: dict[str, Any], part_column: str) -> Any:
+                  types: dict[str, Any], part_column: str, inputs: StagedInputs) -> Any:
     """One scan of slices of one schema: their rows less the dropped keys, conformed to the
     flush's columns, each naming its new file and ``__hs_part``.
 
@@ -144,36 +176,62 @@ def _carried_scan(session: Any, scan: list[CarriedFile], columns: list[str],
     2.4-3.0 s now (0.23-0.25 s alone, either way). On the upsert bench the p99 stayed within
     its run-to-run spread (35-44 s over three runs, against 33-35 s without this)."""
     from pyspark.sql import functions as func
-    from pyspark.sql import types as spark
 
     read = session.read.parquet(*[carry.source_path for _, _, carry in scan])
-    present = {f.name: f.dataType for f in read.schema.fields}
     source = read.metadataColumn("_metadata").getField("file_name")
     old = read.select("*", source.alias(SOURCE_COLUMN))
     dropped = [(posixpath.basename(carry.source_path), key)
                for _, _, carry in scan for key in carry.drop_keys]
     if dropped:
         names, keys = zip(*dropped, strict=True)
-        drop = session.createDataFrame(pa.table({SOURCE_COLUMN: pa.array(names, pa.string()),
-                                                 KEY_COLUMN: pa.array(keys, pa.string())}))
+        drop = session.read.parquet(inputs.write(pa.table({
+            SOURCE_COLUMN: pa.array(names, pa.string()), KEY_COLUMN: pa.array(keys, pa.string())})))
         old = old.join(func.broadcast(drop), on=[SOURCE_COLUMN, KEY_COLUMN], how="left_anti")
     by_name = {posixpath.basename(carry.source_path): (index, file_name)
                for index, file_name, carry in scan}
+    lookups = {name: _slice_lookup({source: entry[0 if name == part_column else 1]
+                                    for source, entry in by_name.items()}, name, types.get(name))
+               for name in (FILE_NAME_COLUMN, part_column)}
+    return _projected(old, columns, types, lookups)
+
+
+def _staged_rows(session: Any, path: str, columns: list[str], types: dict[str, Any]) -> Any:
+    """The flush's new rows of a bucket, read back from the Parquet file ``path`` (written by
+    :class:`StagedInputs`), as the flush's Spark types (a Parquet file cannot say every one
+    of them: a column is read as nullable, for one)."""
+    return _projected(session.read.parquet(path), columns, types, {})
+
+
+def _slice_lookup(mapping: dict[str, str | int], name: str, kind: Any) -> Any:
+    """The value of ``name`` for a carried row, looked up by the row's old slice: SQL text,
+    or a Column for names SQL text would have to escape."""
+    from pyspark.sql import functions as func
+
+    lookup = _by_source(mapping)
+    if lookup is None:
+        value = func.create_map(*[func.lit(v) for pair in mapping.items()
+                                  for v in pair])[func.col(SOURCE_COLUMN)]
+        return (value.cast(kind) if kind is not None else value).alias(name)
+    typed = f"CAST({lookup} AS {_sql_type(kind)})" if kind is not None else lookup
+    return f"{typed} AS {_quoted(name)}"
+
+
+def _projected(frame: Any, columns: list[str], types: dict[str, Any],
+               lookups: dict[str, Any]) -> Any:
+    """``frame`` as the flush's ``columns`` of their Spark ``types``: a column in ``lookups``
+    as given there; one ``frame`` lacks (added to the table since) as null; one of another
+    type cast; the rest taken as they are. SQL text in one ``selectExpr`` where it can say
+    it (see :func:`_carried_scan`)."""
+    from pyspark.sql import functions as func
+    from pyspark.sql import types as spark
+
+    present = {f.name: f.dataType for f in frame.schema.fields}
     selected: list[Any] = []  # SQL text, or a Column where SQL cannot say it
     for name in columns:
         kind = types.get(name)
         nested = isinstance(kind, (spark.StructType, spark.ArrayType, spark.MapType))
-        if name in (FILE_NAME_COLUMN, part_column):  # looked up by the row's old slice
-            mapping: dict[str, str | int] = {
-                source: entry[0 if name == part_column else 1] for source, entry in by_name.items()}
-            lookup = _by_source(mapping)
-            if lookup is None:  # names SQL text would have to escape: Columns
-                value = func.create_map(*[func.lit(v) for pair in mapping.items()
-                                          for v in pair])[func.col(SOURCE_COLUMN)]
-                selected.append((value.cast(kind) if kind is not None else value).alias(name))
-            else:
-                typed = f"CAST({lookup} AS {_sql_type(kind)})" if kind is not None else lookup
-                selected.append(f"{typed} AS {_quoted(name)}")
+        if name in lookups:
+            selected.append(lookups[name])
         elif name not in present:  # a column added since the slice was written: null
             if kind is None:
                 selected.append(f"NULL AS {_quoted(name)}")
@@ -188,8 +246,8 @@ def _carried_scan(session: Any, scan: list[CarriedFile], columns: list[str],
         else:
             selected.append(_conformed(func.col(_quoted(name)), present[name], kind).alias(name))
     if all(isinstance(item, str) for item in selected):
-        return old.selectExpr(*selected)
-    return old.select(*[func.expr(item) if isinstance(item, str) else item for item in selected])
+        return frame.selectExpr(*selected)
+    return frame.select(*[func.expr(item) if isinstance(item, str) else item for item in selected])
 
 
 def _quoted(name: str) -> str:

@@ -1,6 +1,8 @@
 """Flushes through Spark Connect: a participant process whose ``spark.master`` is
 ``sc://127.0.0.1:PORT`` writes through the Connect server that ships inside pyspark
-(``sbin/start-connect-server.sh``), and the table reads back with hudi-rs.
+(``sbin/start-connect-server.sh``), and the table reads back with hudi-rs. Upsert merges too:
+the server reads the old slices, and the flush's rows and dropped keys from the Parquet files
+the participant stages beside the job's output.
 
 The participant runs in its own process (a process cannot hold a classic and a Connect
 session at once); the server is a separate JVM started and stopped by the fixture.
@@ -15,10 +17,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pyarrow.parquet as pq
 import pyspark
 import pytest
-from pipeline import Pipeline
+from eventually import eventually
+from keyed_oracle import fold_topic, pipeline_commits
+from pipeline import HUDI_SINK, Pipeline
+from upsert_reads import assert_snapshot_equals
 
 from hudi_sink.cli.broker import EmbeddedBroker, free_port
 
@@ -90,5 +96,40 @@ def test_participant_flushes_through_spark_connect(
                                     "_hoodie_file_name"]
         assert str(schema.field("ts").type) == "timestamp[us, tz=UTC]"
         assert "__hs_part" not in schema.names
+    finally:
+        pipeline.stop_all()
+
+
+def test_upserts_merge_through_spark_connect(
+    broker: EmbeddedBroker, tmp_path: Path, unique_name: str, connect_server: str
+) -> None:
+    """Keyed batches with tombstones, each in instants of its own, merged over Connect: the
+    snapshot equals the fold of the topic, and later commits wrote slices over old ones."""
+    pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap, overrides={
+        "spark": {"master": connect_server, "conf": {}},
+        "table": {"write_mode": "upsert", "record_key_field": "id"},
+        "transaction": {"interval_ms": 2000, "write_status_timeout_ms": 120000,
+                        "resend_interval_ms": 1000},
+    })
+    pipeline.produce(0)
+    try:
+        pipeline.start_ready("coordinator", "participant")
+        for batch in (1, 2):
+            result = subprocess.run(
+                [HUDI_SINK, "produce", "--config", str(pipeline.config_path), "--records", "1000",
+                 "--partitions", str(pipeline.partitions), "--key-space", "150",
+                 "--delete-ratio", "0.1"],
+                capture_output=True, text=True, timeout=300, env={**os.environ, **pipeline.env})
+            assert result.returncode == 0, result.stdout + result.stderr
+            eventually(lambda want=batch * 1000: sum(pipeline.latest_offsets().values()) == want,
+                       300, f"offsets covering {batch * 1000} records", every_s=1)
+        expected = fold_topic(broker.bootstrap, pipeline.topic, pipeline.latest_offsets())
+        assert_snapshot_equals(pipeline.read(), expected, commits=pipeline_commits(pipeline))
+        over_old = sum(stat["prevCommit"] != "null"
+                       for instant in pipeline.completed_commits()
+                       for stats in orjson.loads((pipeline.timeline / f"{instant}.commit")
+                                                 .read_bytes())["partitionToWriteStats"].values()
+                       for stat in stats)
+        assert over_old > 0
     finally:
         pipeline.stop_all()

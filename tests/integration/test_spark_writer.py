@@ -149,7 +149,8 @@ def test_carried_rows_of_many_slices_and_two_schemas_keep_each_file_in_one_task(
     tasks (local[1]: two), keys dropped per slice (one stored twice in its slice: both rows
     go), new rows into four of them and into a new group: every new file holds exactly its
     slice's rows less the dropped ones plus its new rows, carried rows keep their meta
-    columns and name the new file, the old schema's rows read as the new one's."""
+    columns and name the new file, the old schema's rows read as the new one's. The job runs
+    as two tasks (Spark 4 would otherwise run a union of single-partition buckets as one)."""
     from hudi_sink.services.participant import carried_rows
     from hudi_sink.services.participant.packing import Carry
 
@@ -187,7 +188,16 @@ def test_carried_rows_of_many_slices_and_two_schemas_keep_each_file_in_one_task(
         planned.append(PlannedFile(index=i, file_id=f"g{i}", partition_path="",
                                    file_name=f"f{i}.parquet",
                                    staged_path=str(staging / f"f{i}.parquet"), carry=carry))
-    written = writer.write(table, planned, str(staging))
+    context = writer._session_or_start().sparkContext
+    context.setJobGroup("carried-rows", "the job under test")
+    try:
+        written = writer.write(table, planned, str(staging))
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    tracker = context.statusTracker()
+    stages = [tracker.getStageInfo(stage) for job in tracker.getJobIdsForGroup("carried-rows")
+              for stage in tracker.getJobInfo(job).stageIds]
+    assert max(stage.numTasks for stage in stages) == 2  # both tasks, not one after the other
     for file in written:
         i = file.planned.index
         rows = pq.read_table(file.planned.staged_path).to_pylist()
