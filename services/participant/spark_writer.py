@@ -35,6 +35,7 @@ from hudi_sink.services.participant.parquet_options import (
     mostly_distinct_columns,
     wants_legacy_format,
 )
+from hudi_sink.services.participant.py4j_turns import quick_turns
 from hudi_sink.services.participant.spark_connect_url import connect_url
 from hudi_sink.shared.config.settings import SparkConfig
 from hudi_sink.shared.errors import HudiSinkError, SparkDriverGone
@@ -253,17 +254,18 @@ class SparkWriter:
         try:
             session = self._session_or_start()
             carried = [(p.index, p.file_name, p.carry) for p in files if p.carry is not None]
-            if carried:  # each planned file's rows in one of a few tasks, side by side
-                frame = frame_with_carried_rows(session, table, carried, PART_COLUMN,
-                                                new_rows=counts, buckets=self._tasks(session),
-                                                schema_of=self._file_schema, inputs=inputs)
-            else:  # one task: the session's other slot runs another flush meanwhile
-                frame = session.createDataFrame(table).coalesce(1)
-            writer = frame.write.partitionBy(PART_COLUMN)
-            for column in mostly_distinct_columns(table, skip=PART_COLUMN):
-                writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
-            if wants_legacy_format(table.schema):
-                writer = writer.option(LEGACY_FORMAT, "true")
+            with quick_turns():  # a py4j round trip per call (py4j_turns.py)
+                if carried:  # each planned file's rows in one of a few tasks, side by side
+                    frame = frame_with_carried_rows(session, table, carried, PART_COLUMN,
+                                                    new_rows=counts, buckets=self._tasks(session),
+                                                    schema_of=self._file_schema, inputs=inputs)
+                else:  # one task: the session's other slot runs another flush meanwhile
+                    frame = session.createDataFrame(table).coalesce(1)
+                writer = frame.write.partitionBy(PART_COLUMN)
+                for column in mostly_distinct_columns(table, skip=PART_COLUMN):
+                    writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
+                if wants_legacy_format(table.schema):
+                    writer = writer.option(LEGACY_FORMAT, "true")
             # One file per directory whatever the session says (a user's or a Connect
             # server's spark.sql.files.maxRecordsPerFile would split them).
             writer.option("compression", self._codec).option("maxRecordsPerFile", 0).parquet(scratch)

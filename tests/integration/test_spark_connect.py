@@ -23,7 +23,7 @@ import pyspark
 import pytest
 from eventually import eventually
 from keyed_oracle import fold_topic, pipeline_commits
-from pipeline import HUDI_SINK, Pipeline
+from pipeline import Pipeline
 from upsert_reads import assert_snapshot_equals
 
 from hudi_sink.cli.broker import EmbeddedBroker, free_port
@@ -115,12 +115,8 @@ def test_upserts_merge_through_spark_connect(
     try:
         pipeline.start_ready("coordinator", "participant")
         for batch in (1, 2):
-            result = subprocess.run(
-                [HUDI_SINK, "produce", "--config", str(pipeline.config_path), "--records", "1000",
-                 "--partitions", str(pipeline.partitions), "--key-space", "150",
-                 "--delete-ratio", "0.1"],
-                capture_output=True, text=True, timeout=300, env={**os.environ, **pipeline.env})
-            assert result.returncode == 0, result.stdout + result.stderr
+            pipeline.produce_keyed(["--records", "1000", "--key-space", "150",
+                                    "--delete-ratio", "0.1"])
             eventually(lambda want=batch * 1000: sum(pipeline.latest_offsets().values()) == want,
                        300, f"offsets covering {batch * 1000} records", every_s=1)
         expected = fold_topic(broker.bootstrap, pipeline.topic, pipeline.latest_offsets())
