@@ -26,7 +26,8 @@ BUILD_SWITCH_INTERVAL_S = 0.0002
 
 _lock = threading.Lock()
 _builds = 0
-_saved = 0.0
+_saved: float | None = None
+"""The process's own interval while a shorter one is set (None: it was short enough)."""
 
 
 @contextmanager
@@ -36,13 +37,16 @@ def quick_turns() -> Iterator[None]:
     global _builds, _saved
     with _lock:
         if _builds == 0:
-            _saved = sys.getswitchinterval()
-            sys.setswitchinterval(min(_saved, BUILD_SWITCH_INTERVAL_S))
+            own = sys.getswitchinterval()
+            _saved = own if own > BUILD_SWITCH_INTERVAL_S else None
+            if _saved is not None:
+                sys.setswitchinterval(BUILD_SWITCH_INTERVAL_S)
         _builds += 1
     try:
         yield
     finally:
         with _lock:
             _builds -= 1
-            if _builds == 0:
+            if _builds == 0 and _saved is not None:
                 sys.setswitchinterval(_saved)
+                _saved = None
