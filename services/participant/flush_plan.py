@@ -115,16 +115,18 @@ def _partition_paths(rows: list[Row], data: pa.Table, schema: TableSchema,
         part_index = remap.take(encoded.indices)
         return part_index, pa.array(unique_paths, pa.string()).take(part_index), unique_paths
     index_of: dict[str, int] = {}
-    path_of: dict[object, str] = {}
+    path_of: dict[tuple[type, str], str] = {}
+    """By type and spelling: equal values may spell differently (0.0 and -0.0, decimals of
+    two scales), and so name different partitions."""
     indices: list[int] = []
     row_paths: list[str] = []
     for row in rows:
         value = row.partition_value
-        path = path_of.get(value) if value.__hash__ is not None else None
+        spelt = (type(value), repr(value))
+        path = path_of.get(spelt)
         if path is None:
             path = partition_path(value, field, hive_style)
-            if value.__hash__ is not None:
-                path_of[value] = path
+            path_of[spelt] = path
         index = index_of.get(path)
         if index is None:
             index = index_of[path] = len(index_of)

@@ -79,3 +79,13 @@ def test_string_keys_and_partitions_in_arrow_match_the_row_by_row_path(
         assert by_arrow.column(column).to_pylist() == by_rows.column(column).to_pylist(), column
     assert [p.partition_path for p in arrow_plans] == [p.partition_path for p in row_plans]
     assert by_arrow.column(PART_COLUMN).to_pylist() == [0, 1, 1, 1, 2, 0, 1]
+
+
+def test_equal_partition_values_that_spell_differently_name_their_own_partitions() -> None:
+    """0.0 and -0.0 are equal (and hash alike) but are two partitions, as Hudi names them."""
+    schema = TableConfig(schema="id STRING, score DOUBLE", record_key_field="id",
+                         partition_field="score").table_schema()
+    rows = [Row({"id": str(i), "score": v}, str(i), v) for i, v in enumerate([0.0, -0.0, 0.0])]
+    table, plans = plan_flush(rows, [0, 1, 2], schema, _spec())
+    assert [p.partition_path for p in plans] == ["score=0.0", "score=-0.0"]
+    assert table.column(PART_COLUMN).to_pylist() == [0, 1, 0]

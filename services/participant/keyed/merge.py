@@ -68,10 +68,20 @@ def plan_merge(changes: dict[str, Folded], latest: dict[GroupKey, Slice], *, own
     own = {key: s for key, s in latest.items() if s.owner == owner}
     field_name = schema.partition_field
     paths_of: dict[str, str | None] = {}
+    path_of_text: dict[str, str] = {}  # a table has few partition values: each encoded once
     for key, folded in changes.items():
-        row = folded.winner.row
-        paths_of[key] = (partition_path(folded.winner.partition_value, field_name, spec.hive_style)
-                         if isinstance(row, Row) else None)
+        if not isinstance(folded.winner.row, Row):
+            paths_of[key] = None
+            continue
+        value = folded.winner.partition_value
+        # Only text is remembered: equal values of other types may spell differently
+        # (0.0 and -0.0, decimals of different scales).
+        path = path_of_text.get(value) if isinstance(value, str) else None
+        if path is None:
+            path = partition_path(value, field_name, spec.hive_style)
+            if isinstance(value, str):
+                path_of_text[value] = path
+        paths_of[key] = path
     # Keys are looked up in every table partition of the owner's groups: a key lives in one
     # Kafka partition, so in the owner's groups, wherever its partition value put it — a row
     # whose partition value changed replaces its old row, and a tombstone (no partition
