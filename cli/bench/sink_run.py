@@ -112,10 +112,7 @@ class _Process:
         self.port = free_port()
         self._log: IO[bytes] = log_path.open("wb")
         self.log_path = log_path
-        log_path = Path("/tmp/b") / log_path.name
-        self._log = log_path.open("wb")
-        self.log_path = log_path
-        command = [sys.executable, "-m", "hudi_sink.cli.main", "--log-level", "DEBUG", role, "--config", str(config),
+        command = [sys.executable, "-m", "hudi_sink.cli.main", role, "--config", str(config),
                    "--admin-port", str(self.port)]
         self.popen = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT,
                                       env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})

@@ -74,16 +74,20 @@ class StagedInputs:
         self._fs = fs
         self.directory = directory
 
-    def write(self, table: pa.Table) -> str:
-        """``table`` as a new Parquet file in the directory; its path. Written for one read:
-        no dictionaries or statistics (nothing is looked up in it)."""
+    def read(self, session: Any, table: pa.Table) -> Any:
+        """``table`` written as a new Parquet file in the directory, as a DataFrame reading
+        it. Written for one read: no dictionaries or statistics (nothing is looked up in it).
+        Read with the proleptic calendar whatever the session's rebase setting: the file
+        says no Spark version, so an operator's ``datetimeRebaseModeInRead=LEGACY`` would
+        shift dates before 1582 and timestamps before 1900 (``EXCEPTION`` would fail every
+        flush holding one); ``createDataFrame`` never rebased."""
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink, compression="lz4", use_dictionary=False,
                        write_statistics=False)
         path = posixpath.join(self.directory, f"{uuid.uuid4().hex}.parquet")
         self._fs.makedirs(self.directory)
         self._fs.write_atomic(path, sink.getvalue().to_pybytes())
-        return path
+        return session.read.option("datetimeRebaseMode", "CORRECTED").parquet(path)
 
 
 def deal_buckets(weights: dict[int, int], buckets: int) -> list[list[int]]:
@@ -123,7 +127,7 @@ def frame_with_carried_rows(session: Any, table: pa.Table, carried: list[Carried
         mine = [i for i in bucket if new_rows.get(i)]
         if mine:
             rows = table.filter(pc.is_in(table.column(part_column), pa.array(mine, pa.int32())))
-            parts.append(_staged_rows(session, inputs.write(rows), table.column_names, types))
+            parts.append(_staged_rows(inputs.read(session, rows), table.column_names, types))
         old = [by_index[i] for i in bucket if i in by_index]
         for scan in _scans(old, schema_of):
             parts.append(_carried_scan(session, scan, table.column_names, types, part_column,
@@ -184,8 +188,8 @@ def _carried_scan(session: Any, scan: list[CarriedFile], columns: list[str],
                for _, _, carry in scan for key in carry.drop_keys]
     if dropped:
         names, keys = zip(*dropped, strict=True)
-        drop = session.read.parquet(inputs.write(pa.table({
-            SOURCE_COLUMN: pa.array(names, pa.string()), KEY_COLUMN: pa.array(keys, pa.string())})))
+        drop = inputs.read(session, pa.table({SOURCE_COLUMN: pa.array(names, pa.string()),
+                                              KEY_COLUMN: pa.array(keys, pa.string())}))
         old = old.join(func.broadcast(drop), on=[SOURCE_COLUMN, KEY_COLUMN], how="left_anti")
     by_name = {posixpath.basename(carry.source_path): (index, file_name)
                for index, file_name, carry in scan}
@@ -195,11 +199,11 @@ def _carried_scan(session: Any, scan: list[CarriedFile], columns: list[str],
     return _projected(old, columns, types, lookups)
 
 
-def _staged_rows(session: Any, path: str, columns: list[str], types: dict[str, Any]) -> Any:
-    """The flush's new rows of a bucket, read back from the Parquet file ``path`` (written by
-    :class:`StagedInputs`), as the flush's Spark types (a Parquet file cannot say every one
-    of them: a column is read as nullable, for one)."""
-    return _projected(session.read.parquet(path), columns, types, {})
+def _staged_rows(staged: Any, columns: list[str], types: dict[str, Any]) -> Any:
+    """The flush's new rows of a bucket, read back from their staged Parquet file, as the
+    flush's Spark types (a Parquet file cannot say every one of them: a column is read as
+    nullable, for one)."""
+    return _projected(staged, columns, types, {})
 
 
 def _slice_lookup(mapping: dict[str, str | int], name: str, kind: Any) -> Any:

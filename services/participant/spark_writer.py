@@ -270,12 +270,12 @@ class SparkWriter:
             # server's spark.sql.files.maxRecordsPerFile would split them).
             writer.option("compression", self._codec).option("maxRecordsPerFile", 0).parquet(scratch)
         except Exception as exc:  # noqa: BLE001 - py4j/grpc raise many types; all mean "failed"
-            self._fs.delete_tree(scratch)
+            self._clean(scratch)
             self._raise_if_driver_gone(exc)
             self._discard_session()
             raise SparkWriteError(f"Spark flush failed: {exc}") from exc
         finally:  # read by the job, or of no use after its failure
-            self._fs.delete_tree(inputs.directory)
+            self._clean(inputs.directory)
         written: list[WrittenFile] = []
         try:
             self._refuse_strays(scratch, {p.index for p in files})
@@ -297,8 +297,16 @@ class SparkWriter:
                 self._fs.rename(outputs[0].path, planned.staged_path)
                 written.append(WrittenFile(planned, rows, outputs[0].size))
         finally:
-            self._fs.delete_tree(scratch)
+            self._clean(scratch)
         return written
+
+    def _clean(self, scratch: str) -> None:
+        """Best effort: a directory left in the instant's staging area is swept with it, and
+        a failure here must not hide the job's own outcome (a good job, or the driver gone)."""
+        try:
+            self._fs.delete_tree(scratch)
+        except Exception as exc:  # noqa: BLE001 - any storage error: the sweep removes it
+            log.warning("could not remove the Spark job's scratch %s: %s", scratch, exc)
 
     def _tasks(self, session: SparkSession) -> int:
         """Tasks a job carrying old rows is dealt into: twice the driver's cores (tasks of

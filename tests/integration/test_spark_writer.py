@@ -256,3 +256,48 @@ def test_a_column_added_since_the_slice_keeps_the_tables_type_whatever_the_sessi
     assert sorted(read.column("id").to_pylist()) == keys[2:]
     assert read.column("ts").null_count == 8
     assert set(read.column("_hoodie_file_name").to_pylist()) == {"f'0.parquet"}
+
+
+def test_ancient_dates_of_new_rows_are_written_as_given_whatever_the_sessions_rebase_mode(
+    writers: dict[str, SparkWriter], tmp_path: Path
+) -> None:
+    """New rows of a merge reach Spark as a staged Parquet file that names no Spark version:
+    an operator's ``datetimeRebaseModeInRead=LEGACY`` must not shift their dates before 1582
+    or timestamps before 1900 (``createDataFrame`` never did), nor ``EXCEPTION`` fail them."""
+    import datetime as dt
+
+    from hudi_sink.services.participant.packing import Carry
+
+    writer = writers["snappy"]
+    old_dir, staging = tmp_path / "old", tmp_path / "staging"
+    old_dir.mkdir()
+    staging.mkdir()
+    _old_slice(old_dir, "g0_old.parquet", ["k0", "k1", "k2"], evolved=False)
+    day = dt.date(1000, 1, 1)
+    moment = dt.datetime(1000, 1, 1, 12, tzinfo=dt.UTC)
+    table = pa.table({
+        "_hoodie_commit_time": ["20260202000000000"],
+        "_hoodie_commit_seqno": ["20260202000000000_0_new"],
+        "_hoodie_record_key": ["new"],
+        "_hoodie_file_name": ["f0.parquet"],
+        "id": ["new"],
+        "qty": pa.array([1], pa.int32()),
+        "day": pa.array([day], pa.date32()),
+        "ts": pa.array([moment], pa.timestamp("us", "UTC")),
+        PART_COLUMN: pa.array([0], pa.int32()),
+    })
+    session = writer._session_or_start()
+    for mode in ("LEGACY", "EXCEPTION"):
+        carry = Carry(file_id="g0", source_path=str(old_dir / "g0_old.parquet"),
+                      prev_commit="20260101000000000", rows=2, drop_keys=frozenset({"k0"}))
+        target = staging / mode
+        planned = [PlannedFile(index=0, file_id="g0", partition_path="", file_name="f0.parquet",
+                               staged_path=str(target / "f0.parquet"), carry=carry)]
+        session.conf.set("spark.sql.parquet.datetimeRebaseModeInRead", mode)
+        try:
+            [written] = writer.write(table, planned, str(target))
+        finally:
+            session.conf.unset("spark.sql.parquet.datetimeRebaseModeInRead")
+        rows = {r["id"]: r for r in pq.read_table(written.planned.staged_path).to_pylist()}
+        assert sorted(rows) == ["k1", "k2", "new"], mode
+        assert (rows["new"]["day"], rows["new"]["ts"]) == (day, moment), mode
