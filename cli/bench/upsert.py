@@ -43,9 +43,10 @@ UPSERT_PARTITIONS = 8
 DRIVER_MEMORY = ("spark.driver.memory", "4g")
 """The participants' Spark heap unless ``--spark-conf`` names one, both modes alike: a
 participant whose merges rewrite a 1M-row table needs a heap sized like a deployment's (the
-chart derives it from the pod's memory limit). Spark's 1 GB default runs out of heap here: a
-flush's new rows become a local relation of rows in the driver, and a merge task buffers every
-file it writes until the task ends (measured: OutOfMemoryError in the keyed insert phase)."""
+chart derives it from the pod's memory limit). Spark's 1 GB default ran out of heap here
+(measured 2026-11-27: OutOfMemoryError in the keyed insert phase, when a flush's new rows still
+reached Spark as a local relation of rows in the driver; a merge task also buffers every file
+it writes until the task ends)."""
 TOPIC = "bench-keyed"
 
 
