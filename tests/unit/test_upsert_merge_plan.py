@@ -13,12 +13,11 @@ from slice_tables import FS, SliceTable
 
 from hudi_sink.services.participant.decoded import Row
 from hudi_sink.services.participant.decoder import RecordDecoder
-from hudi_sink.services.participant.flush_plan import FlushInput, prepare_flush
+from hudi_sink.services.participant.flush_plan import FlushInput
 from hudi_sink.services.participant.keyed.changes import KeyedDecoder
 from hudi_sink.services.participant.keyed.envelope import KeyedSpec
 from hudi_sink.services.participant.keyed.fold import Change, fold
 from hudi_sink.services.participant.keyed.merge import MergePlan, plan_merge
-from hudi_sink.services.participant.packing import TRICKLE_FRACTION
 from hudi_sink.shared.hudi import layout
 from hudi_sink.shared.hudi.layout import Instant, InstantState
 from hudi_sink.shared.hudi.replace import ReplaceTimeline
@@ -28,16 +27,12 @@ from hudi_sink.shared.schema.table_schema import TableSchema
 C1, C2, T = "20260101000000001", "20260101000000002", "20260101000000003"
 
 
-def _spec(tmp_path: Path) -> FlushInput:
-    return FlushInput("orders", 0, 0, T, 0, 1, str(tmp_path / "stage"), False)
-
-
 def _plan(t: SliceTable, tmp_path: Path, changes: list[Change],
-          cache: SliceCache | None = None, small_file_bytes: int = 0) -> MergePlan:
+          cache: SliceCache | None = None) -> MergePlan:
+    spec = FlushInput("orders", 0, 0, T, 0, 1, str(tmp_path / "stage"), False)
     latest = (cache or SliceCache(t.table())).latest()
-    return plan_merge(fold(changes), latest, owner=0, schema=t.config.table_schema(),
-                      spec=_spec(tmp_path), fs=FS, base_path=str(t.base),
-                      small_file_bytes=small_file_bytes, precombine=None)
+    return plan_merge(fold(changes), latest, owner=0, schema=t.config.table_schema(), spec=spec,
+                      fs=FS, base_path=str(t.base), small_file_bytes=0, precombine=None)
 
 
 def _row(key: str, country: str) -> Row:
@@ -81,32 +76,6 @@ def test_a_key_whose_partition_value_changes_replaces_its_old_row(
     [carry] = plan.carries.values()
     assert carry.file_id == "g1" and carry.drop_keys == {"a"} and carry.rows == 0
     assert plan.prepared is not None and plan.prepared.num_rows == 1
-
-
-def test_inserts_pack_into_a_small_group_unless_the_whole_flush_is_large(tmp_path: Path) -> None:
-    """Inserts of a trickle go into the partition's small group; a flush whose inserts are
-    large only all together (spread over two table partitions, each part small) starts new
-    groups, as a large insert-mode flush does: high-volume keyed ingestion rewrites nothing."""
-    t = SliceTable.create(tmp_path / "t")
-    t.commit(C1, {"g1": ["a"]}, country="de")
-    per_partition = 200
-    keys = [(f"n{i}", "de" if i % 2 else "fr") for i in range(2 * per_partition)]
-    rows = [_row(key, country) for key, country in keys]
-    row_bytes = prepare_flush(rows, list(range(len(rows))), t.config.table_schema(),
-                              _spec(tmp_path)).columns.nbytes / len(rows)
-    # Each table partition's inserts are a trickle by themselves, the flush's are not.
-    small = int(1.5 * per_partition * row_bytes * TRICKLE_FRACTION)
-
-    def changes(count: int) -> list[Change]:
-        return [Change(key, n, _row(key, country), None, country, False)
-                for n, (key, country) in enumerate(keys[:count])]
-
-    trickle = _plan(t, tmp_path, changes(2), small_file_bytes=small)
-    assert [c.file_id for c in trickle.carries.values()] == ["g1"]  # "de"'s key packs
-    large = _plan(t, tmp_path, changes(len(keys)), small_file_bytes=small)
-    assert large.carries == {}
-    assert large.prepared is not None and large.prepared.num_rows == len(keys)
-    assert sorted(large.prepared.paths) == ["de", "fr"]
 
 
 @pytest.mark.parametrize("ddl,value", [
