@@ -69,6 +69,9 @@ from hudi_sink.shared.storage.backend import filesystem_for
 
 __all__ = ["ParticipantService"]
 
+PARTITION_COUNT_REREAD_S = 1.0
+"""How stale the partition count upsert mode checks keys against may be (see ``partitions``)."""
+
 log = logging.getLogger("hudi_sink.participant")
 
 
@@ -125,10 +128,19 @@ class ParticipantService(ServiceShell[ParticipantClients]):
                          kafka_key_format="json" if avro_keys else cfg.upsert.kafka_key_format,
                          delete_field=cfg.upsert.delete_field, delete_marker=cfg.upsert.delete_marker)
 
+        read_at, count = -PARTITION_COUNT_REREAD_S, None
+
         def partitions() -> int | None:
-            consumer = self._consumer
-            found = consumer.partitions_for_topic(topic) if consumer is not None else None
-            return len(found) if found else None
+            """The topic's partition count as the consumer's metadata has it, read again at
+            most every PARTITION_COUNT_REREAD_S (asked once per record: the set aiokafka
+            builds each time cost about 2 µs a record; its metadata lags anyway)."""
+            nonlocal read_at, count
+            now = time.monotonic()
+            if count is None or now - read_at >= PARTITION_COUNT_REREAD_S:  # None: ask again
+                consumer = self._consumer
+                found = consumer.partitions_for_topic(topic) if consumer is not None else None
+                read_at, count = now, (len(found) if found else None)
+            return count
 
         return KeyedDecoder(spec, partitioner=cfg.upsert.key_partitioner,
                             precombine_field=cfg.table.precombine_field,

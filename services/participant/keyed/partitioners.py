@@ -22,6 +22,7 @@ Two producer families, two hashes:
 
 from __future__ import annotations
 
+import struct
 import zlib
 from typing import Final
 
@@ -48,8 +49,7 @@ def murmur2(data: bytes) -> int:
     length = len(data)
     h = _SEED ^ length
     end = length & ~3
-    for i in range(0, end, 4):
-        k = int.from_bytes(data[i:i + 4], "little")
+    for k in struct.unpack_from(f"<{end >> 2}I", data):  # the 4-byte words, little-endian
         k = (k * _M) & _MASK
         k ^= k >> 24
         k = (k * _M) & _MASK
