@@ -127,7 +127,9 @@ def frame_with_carried_rows(session: Any, table: pa.Table, carried: list[Carried
         mine = [i for i in bucket if new_rows.get(i)]
         if mine:
             rows = table.filter(pc.is_in(table.column(part_column), pa.array(mine, pa.int32())))
-            parts.append(_staged_rows(inputs.read(session, rows), table.column_names, types))
+            # As the flush's Spark types: a Parquet file cannot say every one of them (a
+            # column is read as nullable, for one).
+            parts.append(_projected(inputs.read(session, rows), table.column_names, types, {}))
         old = [by_index[i] for i in bucket if i in by_index]
         for scan in _scans(old, schema_of):
             parts.append(_carried_scan(session, scan, table.column_names, types, part_column,
@@ -197,13 +199,6 @@ def _carried_scan(session: Any, scan: list[CarriedFile], columns: list[str],
                                     for source, entry in by_name.items()}, name, types.get(name))
                for name in (FILE_NAME_COLUMN, part_column)}
     return _projected(old, columns, types, lookups)
-
-
-def _staged_rows(staged: Any, columns: list[str], types: dict[str, Any]) -> Any:
-    """The flush's new rows of a bucket, read back from their staged Parquet file, as the
-    flush's Spark types (a Parquet file cannot say every one of them: a column is read as
-    nullable, for one)."""
-    return _projected(staged, columns, types, {})
 
 
 def _slice_lookup(mapping: dict[str, str | int], name: str, kind: Any) -> Any:

@@ -21,7 +21,8 @@ from hudi_sink.services.participant.spark_writer import PART_COLUMN, PlannedFile
 from hudi_sink.shared.hudi.naming import base_file_name, new_file_id, partition_path, write_token
 from hudi_sink.shared.schema.table_schema import TableSchema
 
-__all__ = ["FlushInput", "PreparedFlush", "prepare_flush", "name_flush", "plan_flush"]
+__all__ = ["FlushInput", "PartitionPaths", "PreparedFlush", "prepare_flush", "name_flush",
+           "plan_flush"]
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,25 @@ def prepare_flush(rows: list[Row], offsets: list[int], schema: TableSchema,
     return PreparedFlush(columns, part_index, paths)
 
 
+class PartitionPaths:
+    """The partition paths of values of the table's partition field (``naming.partition_path``),
+    each value encoded once: a table has few. Remembered by type and spelling, not by
+    equality: equal values may spell differently (0.0 and -0.0, decimals of two scales) and
+    so name different partitions. A value that cannot be a path raises every time."""
+
+    def __init__(self, field: str | None, hive_style: bool) -> None:
+        self._field = field
+        self._hive_style = hive_style
+        self._paths: dict[object, str] = {}
+
+    def of(self, value: object) -> str:
+        spelt = value if type(value) is str else (type(value), repr(value))
+        path = self._paths.get(spelt)
+        if path is None:
+            path = self._paths[spelt] = partition_path(value, self._field, self._hive_style)
+        return path
+
+
 def _partition_paths(rows: list[Row], data: pa.Table, schema: TableSchema,
                      hive_style: bool) -> tuple[pa.Array, pa.Array, list[str]]:
     """Per row: the index of its partition path, and the path; the distinct paths in order
@@ -115,18 +135,11 @@ def _partition_paths(rows: list[Row], data: pa.Table, schema: TableSchema,
         part_index = remap.take(encoded.indices)
         return part_index, pa.array(unique_paths, pa.string()).take(part_index), unique_paths
     index_of: dict[str, int] = {}
-    path_of: dict[tuple[type, str], str] = {}
-    """By type and spelling: equal values may spell differently (0.0 and -0.0, decimals of
-    two scales), and so name different partitions."""
+    path_of = PartitionPaths(field, hive_style)
     indices: list[int] = []
     row_paths: list[str] = []
     for row in rows:
-        value = row.partition_value
-        spelt = (type(value), repr(value))
-        path = path_of.get(spelt)
-        if path is None:
-            path = partition_path(value, field, hive_style)
-            path_of[spelt] = path
+        path = path_of.of(row.partition_value)
         index = index_of.get(path)
         if index is None:
             index = index_of[path] = len(index_of)

@@ -21,7 +21,7 @@ import orjson
 import pyarrow.parquet as pq
 import pyspark
 import pytest
-from eventually import eventually
+from keyed_history import produce_committed_batches
 from keyed_oracle import fold_topic, pipeline_commits
 from pipeline import Pipeline
 from upsert_reads import assert_snapshot_equals
@@ -114,11 +114,7 @@ def test_upserts_merge_through_spark_connect(
     pipeline.produce(0)
     try:
         pipeline.start_ready("coordinator", "participant")
-        for batch in (1, 2):
-            pipeline.produce_keyed(["--records", "1000", "--key-space", "150",
-                                    "--delete-ratio", "0.1"])
-            eventually(lambda want=batch * 1000: sum(pipeline.latest_offsets().values()) == want,
-                       300, f"offsets covering {batch * 1000} records", every_s=1)
+        produce_committed_batches(pipeline, keys=150, records=1000, batches=2)
         expected = fold_topic(broker.bootstrap, pipeline.topic, pipeline.latest_offsets())
         assert_snapshot_equals(pipeline.read(), expected, commits=pipeline_commits(pipeline))
         over_old = sum(stat["prevCommit"] != "null"

@@ -39,10 +39,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hudi_sink.services.participant.decoded import Row
-from hudi_sink.services.participant.flush_plan import FlushInput, PreparedFlush, prepare_flush
+from hudi_sink.services.participant.flush_plan import (
+    FlushInput,
+    PartitionPaths,
+    PreparedFlush,
+    prepare_flush,
+)
 from hudi_sink.services.participant.keyed.fold import Decision, Folded, decide, offset_outcomes
 from hudi_sink.services.participant.packing import TRICKLE_FRACTION, Carry
-from hudi_sink.shared.hudi.naming import partition_path
 from hudi_sink.shared.hudi.slices import GroupKey, Slice
 from hudi_sink.shared.schema.table_schema import TableSchema
 from hudi_sink.shared.storage.fs import FileSystem
@@ -75,21 +79,10 @@ def plan_merge(changes: dict[str, Folded], latest: dict[GroupKey, Slice], *, own
                small_file_bytes: int, precombine: str | None) -> MergePlan:
     own = {key: s for key, s in latest.items() if s.owner == owner}
     field_name = schema.partition_field
-    paths_of: dict[str, str | None] = {}
-    path_of_text: dict[str, str] = {}  # a table has few partition values: each encoded once
-    for key, folded in changes.items():
-        if not isinstance(folded.winner.row, Row):
-            paths_of[key] = None
-            continue
-        value = folded.winner.partition_value
-        # Only text is remembered: equal values of other types may spell differently
-        # (0.0 and -0.0, decimals of different scales).
-        path = path_of_text.get(value) if isinstance(value, str) else None
-        if path is None:
-            path = partition_path(value, field_name, spec.hive_style)
-            if isinstance(value, str):
-                path_of_text[value] = path
-        paths_of[key] = path
+    path_of = PartitionPaths(field_name, spec.hive_style)
+    paths_of: dict[str, str | None] = {
+        key: path_of.of(folded.winner.partition_value) if isinstance(folded.winner.row, Row)
+        else None for key, folded in changes.items()}
     # Keys are looked up in every table partition of the owner's groups: a key lives in one
     # Kafka partition, so in the owner's groups, wherever its partition value put it — a row
     # whose partition value changed replaces its old row, and a tombstone (no partition
