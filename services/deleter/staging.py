@@ -201,7 +201,13 @@ class StagingSweeper:
                     result.settled += 1
                 else:
                     result.kept += 1
-            if await asyncio.to_thread(remove_if_empty, ctx.fs, tree.path, quiet_before=cutoff):
+            # Quiet as of now, after this pass's own deletions in the tree: judged with the
+            # pass's start, a tree emptied by those deletions was never quiet enough, so it
+            # went one pass later, or in this one only when the filesystem's coarse
+            # timestamps happened to round them back before the start (a flaky test).
+            quiet_before = ctx.clock() - self._min_age_s
+            if await asyncio.to_thread(remove_if_empty, ctx.fs, tree.path,
+                                       quiet_before=quiet_before):
                 result.dirs_removed += 1
                 ctx.tally.add(Counted.STAGING_DIR_REMOVED)
         return result
