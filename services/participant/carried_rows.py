@@ -80,9 +80,14 @@ class StagedInputs:
         Read with the proleptic calendar whatever the session's rebase setting: the file
         says no Spark version, so an operator's ``datetimeRebaseModeInRead=LEGACY`` would
         shift dates before 1582 and timestamps before 1900 (``EXCEPTION`` would fail every
-        flush holding one); ``createDataFrame`` never rebased."""
+        flush holding one); ``createDataFrame`` never rebased.
+
+        Written without the table's schema metadata: Spark reads a file by the schema its
+        ``org.apache.spark.sql.parquet.row.metadata`` entry gives, so rows taken from a
+        Spark-written footer (whose entry lacks ``__hs_part``) would be read with a null file
+        index, and a column that entry types otherwise would be misread."""
         sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression="lz4", use_dictionary=False,
+        pq.write_table(table.replace_schema_metadata(None), sink, compression="lz4", use_dictionary=False,
                        write_statistics=False)
         path = posixpath.join(self.directory, f"{uuid.uuid4().hex}.parquet")
         self._fs.makedirs(self.directory)

@@ -301,3 +301,41 @@ def test_ancient_dates_of_new_rows_are_written_as_given_whatever_the_sessions_re
         rows = {r["id"]: r for r in pq.read_table(written.planned.staged_path).to_pylist()}
         assert sorted(rows) == ["k1", "k2", "new"], mode
         assert (rows["new"]["day"], rows["new"]["ts"]) == (day, moment), mode
+
+
+def test_new_rows_are_read_by_their_columns_whatever_schema_metadata_they_carry(
+    writers: dict[str, SparkWriter], tmp_path: Path
+) -> None:
+    """Rows whose Arrow schema came from a Spark-written footer carry Spark's row metadata,
+    which names the file's columns without ``__hs_part`` (and would win over the Parquet
+    schema when Spark reads the staged file): the flush must still write every row into its
+    planned file (before, the rows went to a stray ``__hs_part`` directory and the flush
+    failed)."""
+    import json
+
+    from hudi_sink.services.participant.packing import Carry
+
+    writer = writers["snappy"]
+    old_dir, staging = tmp_path / "old", tmp_path / "staging"
+    old_dir.mkdir()
+    _old_slice(old_dir, "g0_old.parquet", ["k0", "k1", "k2"], evolved=False)
+    columns = {
+        "_hoodie_commit_time": ["20260202000000000"],
+        "_hoodie_commit_seqno": ["20260202000000000_0_new"],
+        "_hoodie_record_key": ["new"],
+        "_hoodie_file_name": ["f0.parquet"],
+        "id": ["new"],
+        "qty": pa.array([1], pa.int32()),
+    }
+    spark_row = {"type": "struct", "fields": [
+        {"name": name, "type": "string", "nullable": True, "metadata": {}} for name in columns]}
+    table = pa.table({**columns, PART_COLUMN: pa.array([0], pa.int32())}).replace_schema_metadata(
+        {"org.apache.spark.sql.parquet.row.metadata": json.dumps(spark_row)})
+    carry = Carry(file_id="g0", source_path=str(old_dir / "g0_old.parquet"),
+                  prev_commit="20260101000000000", rows=2, drop_keys=frozenset({"k0"}))
+    planned = [PlannedFile(index=0, file_id="g0", partition_path="", file_name="f0.parquet",
+                           staged_path=str(staging / "f0.parquet"), carry=carry)]
+    [written] = writer.write(table, planned, str(staging))
+    rows = {r["id"]: r for r in pq.read_table(written.planned.staged_path).to_pylist()}
+    assert sorted(rows) == ["k1", "k2", "new"]
+    assert rows["new"]["qty"] == 1
