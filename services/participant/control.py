@@ -98,7 +98,6 @@ class ControlHandler:
                 continue
             if state.instant != instant or state.epoch != epoch:
                 continue
-            self._intake.end_asked(state, instant)  # a report that ended early may send
             if state.phase is PartitionPhase.WRITING:
                 state.drain(self._rt.clock())  # the intake reports once drained
             elif state.phase is PartitionPhase.FAILED:

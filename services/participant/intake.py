@@ -79,9 +79,6 @@ class Intake:
         """The running END report of each partition (at most one)."""
         self._defer_s = defer_s
         self._fetches = fetches
-        self._ended_early: dict[PartitionKey, tuple[str, asyncio.Event]] = {}
-        """Upsert partitions whose instant ended at a full buffer before END: the instant, and
-        the gate END opens for their WRITE_STATUS (:meth:`_end_early`)."""
         self._deferred: dict[PartitionKey, tuple[KafkaTopicPartition, float, int]] = {}
         """Partitions paused before a record that cannot be decoded now: when to retry, and
         ``fetches.settled`` then (a fetch settling since retries at once)."""
@@ -185,7 +182,6 @@ class Intake:
         ktp = KafkaTopicPartition(state.topic, state.partition)
         if ktp not in self._consumer.assignment():
             return
-        self._open_gate(state)  # a report gated on an older instant's END goes (unsent)
         self._consumer.seek(ktp, state.next_offset)
         self._consumer.resume(ktp)
         if state.should_flush():
@@ -242,11 +238,7 @@ class Intake:
     def _flush_or_hold(self, state: TransactionParticipant, ktp: KafkaTopicPartition) -> None:
         """Back-pressure: a full buffer that may not flush yet pauses its partition until a
         flush finishes (``_flush_done``), so a process holds at most about two
-        ``flush_records`` per partition (its buffer and its flush), whatever the backlog. An
-        upsert partition cannot flush before its one merge: its instant ends here."""
-        if state.keyed is not None and state.phase is PartitionPhase.WRITING:
-            self._end_early(state)
-            return
+        ``flush_records`` per partition (its buffer and its flush), whatever the backlog."""
         if self._may_flush(state):
             self._start_flush(state)
         if state.should_flush() or len(state.flushes) >= MAX_CONCURRENT_FLUSHES:
@@ -311,42 +303,6 @@ class Intake:
                      state.topic, state.partition, buffer.instant)
 
     # --- reports ---------------------------------------------------------------------------
-    def _end_early(self, state: TransactionParticipant) -> None:
-        """An upsert partition whose buffer is full before END has all it takes in this
-        instant (a full buffer at END ends it there too, ``_buffer_full``): it merges now and
-        reads ahead for the next instant, and sends its WRITE_STATUS once END comes. Waiting
-        for END paused left the machine idle for the rest of the interval each time a backlog
-        filled the buffer at START (the read-ahead of the merge before)."""
-        assert state.instant is not None
-        self._ended_early[state.key] = (state.instant, asyncio.Event())
-        log.debug("%s-%d: buffer full before END of %s: merging now, reporting at END",
-                  state.topic, state.partition, state.instant)
-        self.begin_report(state)
-
-    def end_asked(self, state: TransactionParticipant, instant: str) -> None:
-        """END of ``instant`` came: a report that ended early may send its status."""
-        gate = self._ended_early.get(state.key)
-        if gate is not None and gate[0] == instant:
-            gate[1].set()
-
-    def _open_gate(self, state: TransactionParticipant) -> None:
-        gate = self._ended_early.pop(state.key, None)
-        if gate is not None:
-            gate[1].set()
-
-    async def _until_end(self, state: TransactionParticipant, instant: str) -> bool:
-        """Whether the report of ``instant`` may send its status: at once unless it ended
-        early; then once END comes, never if the partition moved away or a new START replaced
-        the instant meanwhile (that instant was never asked to end here)."""
-        gate = self._ended_early.get(state.key)
-        if gate is None or gate[0] != instant:
-            return True
-        while not gate[1].is_set() and state.instant == instant and not state.abandoned:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(1.0):  # re-checks the partition now and then
-                    await gate[1].wait()
-        return gate[1].is_set() and state.instant == instant and not state.abandoned
-
     def reporting(self, state: TransactionParticipant) -> bool:
         """Whether a report of this partition is running."""
         task = self._reports.get(state.key)
@@ -374,9 +330,5 @@ class Intake:
         self._read_ahead(state)
         if state.flushes:
             await asyncio.gather(*list(state.flushes), return_exceptions=True)
-        if not await self._until_end(state, instant):
-            return
-        if self._ended_early.get(state.key, ("",))[0] == instant:
-            del self._ended_early[state.key]
         with log_context(topic=state.topic, partition=state.partition, instant=instant):
             await self._reporter.send_status(state, instant)

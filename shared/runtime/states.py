@@ -118,7 +118,7 @@ class PartitionPhase(Enum):
 _P = PartitionPhase
 PARTITION_TRANSITIONS: Mapping[PartitionPhase, frozenset[PartitionPhase]] = {
     _P.WAITING: frozenset({_P.WRITING}),
-    _P.WRITING: frozenset({_P.WRITING, _P.DRAINING, _P.ENDING, _P.FAILED}),  # ENDING: upsert, full
+    _P.WRITING: frozenset({_P.WRITING, _P.DRAINING, _P.FAILED}),
     _P.DRAINING: frozenset({_P.ENDING, _P.FAILED, _P.WRITING}),
     _P.ENDING: frozenset({_P.REPORTED, _P.WRITING}),
     _P.REPORTED: frozenset({_P.WAITING, _P.WRITING}),

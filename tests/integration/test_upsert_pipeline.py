@@ -113,9 +113,8 @@ def test_precombine_keeps_the_newer_stored_version_and_counts_the_older_one(
     broker: EmbeddedBroker, tmp_path: Path, unique_name: str
 ) -> None:
     """A version ordered below the stored one changes nothing (counted as superseded); a
-    tombstone always applies; a tiny buffer (flush_records 10) ends each instant early at
-    its first 10 keys (merged at once, reported at END; the rest read ahead for the next
-    instants), and nothing is lost."""
+    tombstone always applies; a tiny buffer (flush_records 10) pauses intake until END
+    instead of flushing, and nothing is lost."""
     pipeline = Pipeline(tmp_path, unique_name, broker.bootstrap, overrides={
         "table": {"write_mode": "upsert", "record_key_field": "id", "precombine_field": "ts"},
         "transaction": {"interval_ms": 1500, "write_status_timeout_ms": 120000,
