@@ -43,7 +43,13 @@ from hudi_sink.cli.bench.steady import (
     steady_result,
 )
 from hudi_sink.cli.bench.timeline import TimelineWatcher
-from hudi_sink.cli.bench.updates import UpdateLoad, UpdateResult, produce_updates, update_result
+from hudi_sink.cli.bench.updates import (
+    UpdateLoad,
+    UpdateResult,
+    prepare_updates,
+    produce_updates,
+    update_result,
+)
 from hudi_sink.cli.broker import free_port
 from hudi_sink.shared.config.settings import KafkaConfig
 from hudi_sink.shared.kafka.connection import consumer_options
@@ -183,6 +189,9 @@ class SinkRun:
             raise ValueError("a sink run takes a steady phase or an update phase, not both")
         self.work = work
         self.updates = updates
+        self._update_messages = (prepare_updates(updates, record_bytes) if updates is not None
+                                 else None)
+        """Built now, before the sink under test runs (``prepare_updates``)."""
         self.name = f"bench{label}{participants}p"
         self.bootstrap = bootstrap
         self.topic = topic
@@ -270,7 +279,8 @@ class SinkRun:
         """Updates at ``load.rps`` into the data topic once its backlog is committed; the
         phase's commits are those after ``backlog_final`` up to the one covering them all."""
         started = time.time()
-        sent = await produce_updates(self.bootstrap, self.topic, load, self.record_bytes)
+        assert self._update_messages is not None
+        sent = await produce_updates(self.bootstrap, self.topic, load, self._update_messages)
         final = await self._wait_commit_covering(procs, self.topic, sent.end_offsets)
         await asyncio.sleep(0.5)  # let the tail see the last END_COMMIT
         every = self.timeline.commits

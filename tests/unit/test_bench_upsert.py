@@ -5,6 +5,7 @@ from commits' write stats, and the targets. The run itself: tests/integration/te
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -111,3 +112,32 @@ def test_the_upsert_bench_sizes_the_driver_heap_unless_told() -> None:
     assert with_driver_memory({}) == {"spark.driver.memory": "4g"}
     assert with_driver_memory({"spark.driver.memory": "2g", "a": "b"}) == {
         "spark.driver.memory": "2g", "a": "b"}
+
+
+def test_updates_are_built_before_the_phase_and_are_the_same_records(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Prebuilt (the defaults fit) or built while sent (over ``PREBUILT_MAX_BYTES``), update
+    ``n`` is the same record; past the prebuilt ones the sequence goes on unchanged."""
+    from hudi_sink.cli.bench import updates
+
+    load = UpdateLoad(rps=100, seconds=0.5, rows=50, seed="seed")
+    made: list[int] = []
+    real_value = updates.RecordMaker.value
+
+    def counted(self: Any, n: int, version: int = 0) -> bytes:
+        made.append(n)
+        return real_value(self, n, version)
+
+    monkeypatch.setattr(updates.RecordMaker, "value", counted)
+    prebuilt = updates.prepare_updates(load, 256)
+    assert len(made) == 51  # all of the phase's updates (and one spare), before any is sent
+    sent = [prebuilt(n) for n in range(60)]
+    assert len(made) == 60  # only those past the prebuilt ones were built while sent
+    monkeypatch.setattr(updates, "PREBUILT_MAX_BYTES", 0)
+    on_the_fly = updates.prepare_updates(load, 256)
+    assert sent == [on_the_fly(n) for n in range(60)]
+    keys = {key for key, _, _ in sent}
+    assert all(key is not None and key.startswith(b"seed-") for key in keys) and len(keys) <= 50
+    stamps = [orjson.loads(value)["ts"] for _, value, _ in sent]
+    assert stamps == sorted(stamps) and len(set(stamps)) == 60  # version n + 1: later ts
