@@ -87,8 +87,8 @@ class StagedInputs:
         Spark-written footer (whose entry lacks ``__hs_part``) would be read with a null file
         index, and a column that entry types otherwise would be misread."""
         sink = pa.BufferOutputStream()
-        pq.write_table(table.replace_schema_metadata(None), sink, compression="lz4", use_dictionary=False,
-                       write_statistics=False)
+        pq.write_table(table.replace_schema_metadata(None), sink, compression="lz4",
+                       use_dictionary=False, write_statistics=False)
         path = posixpath.join(self.directory, f"{uuid.uuid4().hex}.parquet")
         self._fs.makedirs(self.directory)
         self._fs.write_atomic(path, sink.getvalue().to_pybytes())

@@ -258,6 +258,36 @@ def test_a_column_added_since_the_slice_keeps_the_tables_type_whatever_the_sessi
     assert set(read.column("_hoodie_file_name").to_pylist()) == {"f'0.parquet"}
 
 
+def _new_row() -> dict[str, pa.Array | list[object]]:
+    """The columns of one new row, ``new``, of the tables ``_over_old_slice`` writes."""
+    return {
+        "_hoodie_commit_time": ["20260202000000000"],
+        "_hoodie_commit_seqno": ["20260202000000000_0_new"],
+        "_hoodie_record_key": ["new"],
+        "_hoodie_file_name": ["f0.parquet"],
+        "id": ["new"],
+        "qty": pa.array([1], pa.int32()),
+    }
+
+
+def _over_old_slice(writer: SparkWriter, tmp_path: Path, table: pa.Table,
+                    target: Path) -> dict[str, dict[str, object]]:
+    """``table`` (file index 0) written as a new slice of group ``g0`` whose old slice holds
+    k0, k1 and k2, with k0 dropped: the new file's rows by id."""
+    from hudi_sink.services.participant.packing import Carry
+
+    old = tmp_path / "old" / "g0_old.parquet"
+    if not old.exists():
+        old.parent.mkdir()
+        _old_slice(old.parent, old.name, ["k0", "k1", "k2"], evolved=False)
+    carry = Carry(file_id="g0", source_path=str(old), prev_commit="20260101000000000", rows=2,
+                  drop_keys=frozenset({"k0"}))
+    planned = [PlannedFile(index=0, file_id="g0", partition_path="", file_name="f0.parquet",
+                           staged_path=str(target / "f0.parquet"), carry=carry)]
+    [written] = writer.write(table, planned, str(target))
+    return {r["id"]: r for r in pq.read_table(written.planned.staged_path).to_pylist()}
+
+
 def test_ancient_dates_of_new_rows_are_written_as_given_whatever_the_sessions_rebase_mode(
     writers: dict[str, SparkWriter], tmp_path: Path
 ) -> None:
@@ -266,39 +296,22 @@ def test_ancient_dates_of_new_rows_are_written_as_given_whatever_the_sessions_re
     or timestamps before 1900 (``createDataFrame`` never did), nor ``EXCEPTION`` fail them."""
     import datetime as dt
 
-    from hudi_sink.services.participant.packing import Carry
-
     writer = writers["snappy"]
-    old_dir, staging = tmp_path / "old", tmp_path / "staging"
-    old_dir.mkdir()
-    staging.mkdir()
-    _old_slice(old_dir, "g0_old.parquet", ["k0", "k1", "k2"], evolved=False)
     day = dt.date(1000, 1, 1)
     moment = dt.datetime(1000, 1, 1, 12, tzinfo=dt.UTC)
     table = pa.table({
-        "_hoodie_commit_time": ["20260202000000000"],
-        "_hoodie_commit_seqno": ["20260202000000000_0_new"],
-        "_hoodie_record_key": ["new"],
-        "_hoodie_file_name": ["f0.parquet"],
-        "id": ["new"],
-        "qty": pa.array([1], pa.int32()),
+        **_new_row(),
         "day": pa.array([day], pa.date32()),
         "ts": pa.array([moment], pa.timestamp("us", "UTC")),
         PART_COLUMN: pa.array([0], pa.int32()),
     })
     session = writer._session_or_start()
     for mode in ("LEGACY", "EXCEPTION"):
-        carry = Carry(file_id="g0", source_path=str(old_dir / "g0_old.parquet"),
-                      prev_commit="20260101000000000", rows=2, drop_keys=frozenset({"k0"}))
-        target = staging / mode
-        planned = [PlannedFile(index=0, file_id="g0", partition_path="", file_name="f0.parquet",
-                               staged_path=str(target / "f0.parquet"), carry=carry)]
         session.conf.set("spark.sql.parquet.datetimeRebaseModeInRead", mode)
         try:
-            [written] = writer.write(table, planned, str(target))
+            rows = _over_old_slice(writer, tmp_path, table, tmp_path / "staging" / mode)
         finally:
             session.conf.unset("spark.sql.parquet.datetimeRebaseModeInRead")
-        rows = {r["id"]: r for r in pq.read_table(written.planned.staged_path).to_pylist()}
         assert sorted(rows) == ["k1", "k2", "new"], mode
         assert (rows["new"]["day"], rows["new"]["ts"]) == (day, moment), mode
 
@@ -313,29 +326,11 @@ def test_new_rows_are_read_by_their_columns_whatever_schema_metadata_they_carry(
     failed)."""
     import json
 
-    from hudi_sink.services.participant.packing import Carry
-
-    writer = writers["snappy"]
-    old_dir, staging = tmp_path / "old", tmp_path / "staging"
-    old_dir.mkdir()
-    _old_slice(old_dir, "g0_old.parquet", ["k0", "k1", "k2"], evolved=False)
-    columns = {
-        "_hoodie_commit_time": ["20260202000000000"],
-        "_hoodie_commit_seqno": ["20260202000000000_0_new"],
-        "_hoodie_record_key": ["new"],
-        "_hoodie_file_name": ["f0.parquet"],
-        "id": ["new"],
-        "qty": pa.array([1], pa.int32()),
-    }
+    columns = _new_row()
     spark_row = {"type": "struct", "fields": [
         {"name": name, "type": "string", "nullable": True, "metadata": {}} for name in columns]}
     table = pa.table({**columns, PART_COLUMN: pa.array([0], pa.int32())}).replace_schema_metadata(
         {"org.apache.spark.sql.parquet.row.metadata": json.dumps(spark_row)})
-    carry = Carry(file_id="g0", source_path=str(old_dir / "g0_old.parquet"),
-                  prev_commit="20260101000000000", rows=2, drop_keys=frozenset({"k0"}))
-    planned = [PlannedFile(index=0, file_id="g0", partition_path="", file_name="f0.parquet",
-                           staged_path=str(staging / "f0.parquet"), carry=carry)]
-    [written] = writer.write(table, planned, str(staging))
-    rows = {r["id"]: r for r in pq.read_table(written.planned.staged_path).to_pylist()}
+    rows = _over_old_slice(writers["snappy"], tmp_path, table, tmp_path / "staging")
     assert sorted(rows) == ["k1", "k2", "new"]
     assert rows["new"]["qty"] == 1
