@@ -124,7 +124,9 @@ def frame_with_carried_rows(session: Any, table: pa.Table, carried: list[Carried
     weights = dict(new_rows)
     for index, _, carry in live:
         weights[index] = weights.get(index, 0) + carry.rows
-    by_index = {c[0]: c for c in live}
+    by_index: dict[int, list[CarriedFile]] = {}
+    for item in live:
+        by_index.setdefault(item[0], []).append(item)
     buckets = min(buckets, -(-sum(weights.values()) // ROWS_PER_TASK))
     frames = []
     for bucket in deal_buckets(weights, buckets):
@@ -135,7 +137,7 @@ def frame_with_carried_rows(session: Any, table: pa.Table, carried: list[Carried
             # As the flush's Spark types: a Parquet file cannot say every one of them (a
             # column is read as nullable, for one).
             parts.append(_projected(inputs.read(session, rows), table.column_names, types, {}))
-        old = [by_index[i] for i in bucket if i in by_index]
+        old = [item for i in bucket for item in by_index.get(i, [])]
         for scan in _scans(old, schema_of):
             parts.append(_carried_scan(session, scan, table.column_names, types, part_column,
                                        inputs))
