@@ -189,6 +189,8 @@ def _stored_keys(slices: list[Slice], wanted: set[str], fs: FileSystem, base_pat
     columns = [KEY_COLUMN] + ([precombine] if precombine else [])
     wanted_keys = pa.array(sorted(wanted), pa.string())
     for where in slices:
+        if where.num_rows == 0:  # an emptied group (keyed.placement): no key to find
+            continue
         with fs.open_read(posixpath.join(base_path, where.path)) as handle:
             table = pq.read_table(handle, columns=columns)
         table = table.filter(pc.is_in(table.column(KEY_COLUMN), value_set=wanted_keys))
