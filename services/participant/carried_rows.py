@@ -30,6 +30,7 @@ import posixpath
 import re
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -39,7 +40,7 @@ import pyarrow.parquet as pq
 from hudi_sink.services.participant.packing import Carry
 from hudi_sink.shared.storage.fs import FileSystem
 
-__all__ = ["frame_with_carried_rows", "deal_buckets", "write_empty_slice", "CarriedFile",
+__all__ = ["frame_with_carried_rows", "deal_buckets", "write_empty_slices", "CarriedFile",
            "FILE_NAME_COLUMN", "StagedInputs"]
 
 FILE_NAME_COLUMN = "_hoodie_file_name"
@@ -311,12 +312,25 @@ def _conformed(value: Any, source: Any, target: Any) -> Any:
     return value.cast(target)
 
 
-def write_empty_slice(fs: FileSystem, path: str, schema: pa.Schema, part_column: str) -> int:
-    """A base file with no rows (every row of the group deleted); returns its size."""
+EMPTY_SLICE_THREADS = 8
+
+
+def write_empty_slices(fs: FileSystem, paths: list[str], schema: pa.Schema,
+                       part_column: str) -> int:
+    """Base files with no rows at ``paths`` (every row of the group deleted, or moved into
+    another group's new slice); returns the size of each (they are the same bytes). Written
+    side by side: a merge that combines a backlog's groups empties dozens, each a durable write
+    (two fsyncs, about 4 ms here; a PUT on an object store)."""
     fields = [f for f in schema if f.name != part_column]
     sink = pa.BufferOutputStream()
     pq.write_table(pa.schema(fields).empty_table(), sink)
     data = sink.getvalue().to_pybytes()
-    fs.makedirs(posixpath.dirname(path))
-    fs.write_atomic(path, data)
+
+    def write(path: str) -> None:
+        fs.makedirs(posixpath.dirname(path))
+        fs.write_atomic(path, data)
+
+    if paths:
+        with ThreadPoolExecutor(min(EMPTY_SLICE_THREADS, len(paths))) as pool:
+            list(pool.map(write, paths))  # list(): a failed write raises here
     return len(data)

@@ -27,7 +27,7 @@ import pyarrow as pa
 from hudi_sink.services.participant.carried_rows import (
     StagedInputs,
     frame_with_carried_rows,
-    write_empty_slice,
+    write_empty_slices,
 )
 from hudi_sink.services.participant.packing import Carry
 from hudi_sink.services.participant.parquet_options import (
@@ -254,7 +254,7 @@ class SparkWriter:
         expected = {p.index: counts.get(p.index, 0) + (p.carry.carried_rows if p.carry else 0)
                     for p in files}
         if not any(expected.values()):  # nothing, or slices whose every row was deleted
-            return [self._empty(p, table.schema) for p in files]
+            return self._empties(files, table.schema)
         scratch = posixpath.join(work_dir, f".spark-{uuid.uuid4().hex}")
         inputs = StagedInputs(self._fs, f"{scratch}-in")
         try:
@@ -288,8 +288,7 @@ class SparkWriter:
             self._refuse_strays(scratch, {p.index for p in files})
             for planned in files:
                 if expected[planned.index] == 0:
-                    written.append(self._empty(planned, table.schema))
-                    continue
+                    continue  # written below, side by side
                 part_dir = posixpath.join(scratch, f"{PART_COLUMN}={planned.index}")
                 outputs = [
                     info for info in self._fs.list_dir(part_dir)
@@ -303,6 +302,7 @@ class SparkWriter:
                 self._check_rows(outputs[0].path, rows)
                 self._fs.rename(outputs[0].path, planned.staged_path)
                 written.append(WrittenFile(planned, rows, outputs[0].size))
+            written += self._empties([p for p in files if expected[p.index] == 0], table.schema)
         finally:
             self._clean(scratch)
         return written
@@ -333,9 +333,10 @@ class SparkWriter:
         with self._fs.open_read(path) as handle:
             return pq.read_schema(handle)
 
-    def _empty(self, planned: PlannedFile, schema: pa.Schema) -> WrittenFile:
-        return WrittenFile(planned, 0, write_empty_slice(self._fs, planned.staged_path, schema,
-                                                         PART_COLUMN))
+    def _empties(self, planned: list[PlannedFile], schema: pa.Schema) -> list[WrittenFile]:
+        size = write_empty_slices(self._fs, [p.staged_path for p in planned], schema,
+                                  PART_COLUMN)
+        return [WrittenFile(p, 0, size) for p in planned]
 
     def _refuse_strays(self, scratch: str, planned: set[int]) -> None:
         """Rows in a directory no planned file names (a carried row whose slice Spark named
