@@ -7,6 +7,7 @@ Hudi's reader agree with the fold of the topic."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections import Counter
 from pathlib import Path
 
@@ -22,8 +23,11 @@ from hudi_sink.cli.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.timeout(900)
 
-PAYLOAD = "x" * 200
-"""Makes ~100 rows of a Kafka partition a large flush against 256 KiB / 32."""
+def _payload(n: int) -> str:
+    """~200 characters Parquet cannot squeeze much (so a group's file is about as large as
+    its rows' Arrow bytes): makes ~50 rows of a Kafka partition a large flush against
+    256 KiB / 32."""
+    return "".join(hashlib.sha256(f"{n}:{i}".encode()).hexdigest() for i in range(3))
 
 
 async def _send(bootstrap: str, topic: str, records: list[tuple[str, dict[str, object] | None]]
@@ -42,7 +46,7 @@ async def _send(bootstrap: str, topic: str, records: list[tuple[str, dict[str, o
 
 def _row(n: int, amount: float) -> dict[str, object]:
     return {"id": f"k{n}", "ts": 1_700_000_000_000 + n, "country": ("us", "de")[n % 2],
-            "amount": amount, "payload": PAYLOAD}
+            "amount": amount, "payload": _payload(n)}
 
 
 def _stats(pipeline: Pipeline, instants: list[str]) -> list[dict[str, object]]:
@@ -94,11 +98,11 @@ def test_a_merge_combines_a_backlogs_groups_and_new_keys_reuse_the_emptied_ones(
 
     try:
         pipeline.start_ready("coordinator", "participant")
-        # A backlog in two batches of new keys, each its own commits: large flushes, so each
-        # writes groups of its own and carries nothing.
-        backlog = send_committed([(f"k{n}", _row(n, 1.0)) for n in range(400)])
-        backlog += send_committed([(f"k{n}", _row(n, 1.0)) for n in range(400, 800)])
-        assert all(s["prevCommit"] == "null" for s in _stats(pipeline, backlog))
+        # A backlog in two batches of new keys, each its own commits: the second batch's
+        # large flushes are smaller than the groups the first wrote, so they write groups of
+        # their own instead of carrying those.
+        send_committed([(f"k{n}", _row(n, 1.0)) for n in range(800)])
+        send_committed([(f"k{n}", _row(n, 1.0)) for n in range(800, 1000)])
         groups = Counter((_owner(s), p) for (p, _), s in _latest(pipeline).items())
         assert max(groups.values()) >= 2, groups
         assert_readers_agree_with_the_fold()
@@ -106,7 +110,7 @@ def test_a_merge_combines_a_backlogs_groups_and_new_keys_reuse_the_emptied_ones(
         # Every key updated, some deleted: each (Kafka partition, table partition) ends with
         # one slice holding rows, the others emptied in the same commits.
         changes: list[tuple[str, dict[str, object] | None]] = [
-            (f"k{n}", None if n % 10 == 0 else _row(n, 2.0)) for n in range(800)]
+            (f"k{n}", None if n % 10 == 0 else _row(n, 2.0)) for n in range(1000)]
         updated = send_committed(changes)
         written = _stats(pipeline, updated)
         emptied = {s["fileId"] for s in written if s["numWrites"] == 0}
@@ -114,12 +118,12 @@ def test_a_merge_combines_a_backlogs_groups_and_new_keys_reuse_the_emptied_ones(
         with_rows = Counter((_owner(s), p) for (p, _), s in _latest(pipeline).items()
                             if int(str(s["numWrites"])) > 0)
         assert set(with_rows.values()) == {1}, with_rows
-        assert sum(int(str(s["numUpdateWrites"])) for s in written) == 720
-        assert sum(int(str(s["numDeletes"])) for s in written) == 80
+        assert sum(int(str(s["numUpdateWrites"])) for s in written) == 900
+        assert sum(int(str(s["numDeletes"])) for s in written) == 100
         assert_readers_agree_with_the_fold()
 
-        # New keys in a large flush go into an emptied group before a new one.
-        refilled = send_committed([(f"k{n}", _row(n, 3.0)) for n in range(800, 1200)])
+        # New keys in a large flush go into an emptied group (the smallest) before a new one.
+        refilled = send_committed([(f"k{n}", _row(n, 3.0)) for n in range(1000, 1400)])
         reused = {s["fileId"] for s in _stats(pipeline, refilled)} & emptied
         assert reused, "no emptied group was used again"
         assert_readers_agree_with_the_fold()
