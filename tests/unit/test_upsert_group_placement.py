@@ -21,8 +21,8 @@ C1, C2, C3, T = ("20260101000000001", "20260101000000002", "20260101000000003",
                  "20260101000000009")
 ROOMY = 1 << 30
 """A ``small_file_bytes`` every hand-built slice is far below."""
-SMALL = 64 << 10
-"""A ``small_file_bytes`` the hand-built slices are below, and 80 new rows are large against."""
+SMALL = 16 << 10
+"""A ``small_file_bytes`` every hand-built slice is below, and 40 rows are large against."""
 
 
 def _slice(file_id: str, size: int, path: str = "country=de") -> Slice:
@@ -83,21 +83,17 @@ def test_a_merge_combines_the_groups_it_rewrites_and_empties_the_others(tmp_path
     assert target.carried_rows + plan.prepared.num_rows == 6
 
 
-def _inserts(count: int) -> list[Change]:
-    return [Change(f"n{i}", 10 + i, _row(f"n{i}"), None, "de", False) for i in range(count)]
-
-
-def test_a_large_flush_of_new_keys_carries_only_a_group_no_larger_than_itself(
-        tmp_path: Path) -> None:
-    # 80 new rows are ~8 KB of Arrow: a large flush against 64 KiB / TRICKLE_FRACTION.
+def test_a_large_flush_of_new_keys_writes_a_group_of_its_own(tmp_path: Path) -> None:
     t = SliceTable.create(tmp_path / "t")
-    t.commit(C1, {"g1": [f"old{i}" for i in range(1500)]})  # ~36 KB: small, larger than 8 KB
-    assert _plan(t, tmp_path, _inserts(80), small_file_bytes=SMALL).carries == {}  # a new group
-    t.commit(C2, {"g2": ["a"]})  # ~2.5 KB: no larger than the flush
-    [carry] = _plan(t, tmp_path, _inserts(80), small_file_bytes=SMALL).carries.values()
-    assert (carry.file_id, carry.rows) == ("g2", 1)
-    [carry] = _plan(t, tmp_path, _inserts(1), small_file_bytes=ROOMY).carries.values()
-    assert (carry.file_id, carry.rows) == ("g2", 1)  # a trickle: the smallest, whatever its size
+    t.commit(C1, {"g1": ["a"]})
+    inserts = [Change(f"n{i}", 10 + i, _row(f"n{i}"), None, "de", False) for i in range(40)]
+    # g1 (a Parquet file of ~2 KB) is small; 40 rows (~4 KB) are a large flush (above 16 KiB /
+    # TRICKLE_FRACTION).
+    large = _plan(t, tmp_path, inserts, small_file_bytes=SMALL)
+    assert large.carries == {}
+    trickle = _plan(t, tmp_path, inserts[:1], small_file_bytes=ROOMY)
+    [carry] = trickle.carries.values()  # a trickle packs into the small group, carrying it
+    assert (carry.file_id, carry.rows) == ("g1", 1)
 
 
 def test_a_large_flush_of_new_keys_uses_an_emptied_group_again(tmp_path: Path) -> None:
@@ -105,5 +101,7 @@ def test_a_large_flush_of_new_keys_uses_an_emptied_group_again(tmp_path: Path) -
     t.commit(C1, {"g1": ["a"]})
     t.commit(C2, {"g2": []})  # every row of g2 gone: an empty latest slice
     t.commit(C3, {"g3": []}, country="us")  # emptied, but in another table partition
-    [carry] = _plan(t, tmp_path, _inserts(80), small_file_bytes=SMALL).carries.values()
+    inserts = [Change(f"n{i}", 10 + i, _row(f"n{i}"), None, "de", False) for i in range(40)]
+    plan = _plan(t, tmp_path, inserts, small_file_bytes=SMALL)
+    [carry] = plan.carries.values()
     assert (carry.file_id, carry.rows, carry.prev_commit) == ("g2", 0, C2)

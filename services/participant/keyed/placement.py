@@ -6,12 +6,9 @@ Two rules keep a keyed table's files few without ever rewriting a row only to mo
   anyway (it is read and written whatever happens; more rows in it cost only their own
   write). Otherwise, a trickle (the whole flush below ``small_file_bytes / TRICKLE_FRACTION``
   of Arrow bytes, as insert-mode packing judges it) goes into the partition's own smallest
-  small group, its rows carried. A large flush carries that group only when it is no larger
-  than the flush's new rows there (Parquet bytes against Arrow bytes): at most as many old rows
-  as new ones, so a backlog's groups end about two flushes large, half as many, each row
-  rewritten at most once; a group whose every row is gone (an empty latest slice) is the
-  smallest of all and carries nothing, so emptied groups are used again before a new file id
-  is made and file ids do not pile up. Else the flush writes a new group.
+  small group, its rows carried; and a large flush writes a group with no old rows: a group
+  of the partition whose every row is gone (an empty latest slice) is used again before a new
+  one is made, so file ids do not pile up.
 - **Combining.** Every small group of a table partition the merge rewrites is written anyway;
   they are dealt into as few new slices as fit below ``small_file_bytes`` (first fit, largest
   first), and each group dealt into another's slice gets an empty slice of its own in the
@@ -23,9 +20,7 @@ then 10,000 uniform updates/s): packing a large keyed backlog into one group per
 partition, table partition) carried ~2.5M old rows through Spark for 1M new ones (keyed
 inserts at 0.44-0.47 x insert mode); writing new groups instead left 384 groups that every
 update commit then rewrote as 384 files (update p99 50-60 s against 28-30 s). With both rules,
-the backlog carries at most a group as large as each flush (measured: keyed inserts at
-0.64 x insert mode when it carried nothing) and the first update commit combines what it
-wrote: an extra read of each of its files, once.
+the backlog writes new groups and the first update commit combines them.
 
 Pure: slices come from :class:`hudi_sink.shared.hudi.slices.SliceCache`.
 """
@@ -56,22 +51,22 @@ class Slot:
     """Arrow bytes of the new rows dealt into this file so far (sizes combined files)."""
 
 
-def insert_slot(path: str, *, insert_bytes: float, flush_bytes: float,
-                own: dict[GroupKey, Slice], slots: list[Slot],
+def insert_slot(path: str, *, flush_bytes: float, own: dict[GroupKey, Slice], slots: list[Slot],
                 group_slot: Callable[[Slice], int], small_file_bytes: int) -> int:
-    """The slot new keys of table partition ``path`` (``insert_bytes`` of them) go to (see the
-    module doc)."""
+    """The slot new keys of table partition ``path`` go to (see the module doc)."""
     if small_file_bytes > 0:
         touched = [s.group for s in slots if s.group is not None and s.path == path
                    and s.group.size_bytes < small_file_bytes]
         if touched:
             return group_slot(min(touched, key=_by_size))
         in_path = [s for s in own.values() if s.partition_path == path]
-        small = [s for s in in_path if s.size_bytes < small_file_bytes]
-        trickle = flush_bytes * TRICKLE_FRACTION < small_file_bytes
-        smallest = min(small, key=_by_size) if small else None
-        if smallest is not None and (trickle or smallest.size_bytes <= insert_bytes):
-            return group_slot(smallest)  # an emptied group (an empty file) is the smallest
+        if flush_bytes * TRICKLE_FRACTION < small_file_bytes:
+            small = [s for s in in_path if s.size_bytes < small_file_bytes]
+            if small:
+                return group_slot(min(small, key=_by_size))
+        emptied = [s for s in in_path if s.num_rows == 0]
+        if emptied:
+            return group_slot(min(emptied, key=lambda s: s.file_id))
     slots.append(Slot(path, None))
     return len(slots) - 1
 
