@@ -98,9 +98,8 @@ def test_a_merge_combines_a_backlogs_groups_and_new_keys_reuse_the_emptied_ones(
 
     try:
         pipeline.start_ready("coordinator", "participant")
-        # A backlog in two batches of new keys, each its own commits: the second batch's
-        # large flushes are smaller than the groups the first wrote, so they write groups of
-        # their own instead of carrying those.
+        # A backlog in two batches of new keys, each its own commits: large flushes, each
+        # writing groups of its own (nothing carried).
         send_committed([(f"k{n}", _row(n, 1.0)) for n in range(800)])
         send_committed([(f"k{n}", _row(n, 1.0)) for n in range(800, 1000)])
         groups = Counter((_owner(s), p) for (p, _), s in _latest(pipeline).items())

@@ -11,18 +11,9 @@ them passing through Python.
 
 Where a key lives: anywhere in the owner's groups (every table partition is looked in, the
 key column filtered in Arrow): a row whose partition value changed replaces its old row, a key
-stored twice (in any group) is left once, and a tombstone needs no partition value. Inserts go
-into the table partition's own smallest group below ``table.small_file_bytes`` (one the merge
-touches anyway first) unless the inserts there are large (``packing.TRICKLE_FRACTION``): then a
-new group, so a keyed append-mostly stream rewrites little.
-
-"Large" is judged per table partition here, not on the whole flush as insert-mode packing
-judges it: upsert tables are rewritten group by group, and every group costs each merge that
-touches it a key read, a scan and a file. Measured with ``hudi-sink bench --mode upsert`` (1M
-keys in 8 Kafka x 8 table partitions, then 10,000 uniform updates/s): judged on the whole
-flush, the keyed backlog wrote 384 groups instead of 64-72 and ran faster (17,256 against
-13,126-13,811 records/s), but every update commit then took 15-27 s instead of 11-18 s and
-the update p99 rose from 34-38 s to 50-60 s.
+stored twice (in any group) is left once, and a tombstone needs no partition value. Which file
+each row then goes into, and which of the groups the merge rewrites are combined into one new
+slice (the others emptied), is ``keyed.placement``'s.
 
 Blocking (reads Parquet footers and key columns): call from a worker thread.
 """

@@ -20,7 +20,11 @@ then 10,000 uniform updates/s): packing a large keyed backlog into one group per
 partition, table partition) carried ~2.5M old rows through Spark for 1M new ones (keyed
 inserts at 0.44-0.47 x insert mode); writing new groups instead left 384 groups that every
 update commit then rewrote as 384 files (update p99 50-60 s against 28-30 s). With both rules,
-the backlog writes new groups and the first update commit combines them.
+the backlog writes new groups (keyed inserts at 0.54-0.64 x insert mode over three runs) and
+the first update commit combines them, which costs it a read of six files per new slice
+instead of one: about 4 s more under the bench's load (update p99 33.4-35.4 s). Tried and
+left out: a large flush carrying a group no larger than itself (half the groups, each row
+rewritten at most once): the backlog fell to 0.47 x and the p99 moved within its spread (32.1 s).
 
 Pure: slices come from :class:`hudi_sink.shared.hudi.slices.SliceCache`.
 """
