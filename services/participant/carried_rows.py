@@ -125,9 +125,7 @@ def frame_with_carried_rows(session: Any, table: pa.Table, carried: list[Carried
     weights = dict(new_rows)
     for index, _, carry in live:
         weights[index] = weights.get(index, 0) + carry.rows
-    by_index: dict[int, list[CarriedFile]] = {}
-    for item in live:
-        by_index.setdefault(item[0], []).append(item)
+    by_index = {c[0]: c for c in live}
     buckets = min(buckets, -(-sum(weights.values()) // ROWS_PER_TASK))
     frames = []
     for bucket in deal_buckets(weights, buckets):
@@ -138,7 +136,7 @@ def frame_with_carried_rows(session: Any, table: pa.Table, carried: list[Carried
             # As the flush's Spark types: a Parquet file cannot say every one of them (a
             # column is read as nullable, for one).
             parts.append(_projected(inputs.read(session, rows), table.column_names, types, {}))
-        old = [item for i in bucket for item in by_index.get(i, [])]
+        old = [by_index[i] for i in bucket if i in by_index]
         for scan in _scans(old, schema_of):
             parts.append(_carried_scan(session, scan, table.column_names, types, part_column,
                                        inputs))
@@ -317,10 +315,10 @@ EMPTY_SLICE_THREADS = 8
 
 def write_empty_slices(fs: FileSystem, paths: list[str], schema: pa.Schema,
                        part_column: str) -> int:
-    """Base files with no rows at ``paths`` (every row of the group deleted, or moved into
-    another group's new slice); returns the size of each (they are the same bytes). Written
-    side by side: a merge that combines a backlog's groups empties dozens, each a durable write
-    (two fsyncs, about 4 ms here; a PUT on an object store)."""
+    """Base files with no rows at ``paths`` (every row of the group deleted); returns the size
+    of each (they are the same bytes). Written side by side: each is a durable write (two
+    fsyncs, about 4 ms here; a PUT on an object store), and a flush deleting many groups
+    whole would otherwise write them one after the other."""
     fields = [f for f in schema if f.name != part_column]
     sink = pa.BufferOutputStream()
     pq.write_table(pa.schema(fields).empty_table(), sink)

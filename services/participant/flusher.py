@@ -116,8 +116,7 @@ class Flusher:
                 num_records=w.num_records,
                 size_bytes=w.size_bytes,
                 prev_commit=w.planned.carry.prev_commit if w.planned.carry else None,
-                num_inserts=(w.num_records - w.planned.carry.carried_rows if w.planned.carry
-                             else None),
+                num_inserts=w.num_records - w.planned.carry.rows if w.planned.carry else None,
                 num_updates=w.planned.carry.updates if w.planned.carry else 0,
                 num_deletes=w.planned.carry.deletes if w.planned.carry else 0,
             )

@@ -56,15 +56,6 @@ class Carry:
     """Upsert mode: new rows of the file that replace a stored version of their key."""
     deletes: int = 0
     """Upsert mode: stored rows left out because their key was deleted."""
-    absorbed: tuple[Carry, ...] = ()
-    """Upsert mode: slices of other groups of the partition combined into this file
-    (``keyed.placement``): their rows, less their ``drop_keys``, move here, and their own
-    groups get empty slices in the same instant."""
-
-    @property
-    def carried_rows(self) -> int:
-        """Old rows the new file holds: its own slice's and those of the slices it absorbs."""
-        return self.rows + sum(other.rows for other in self.absorbed)
 
 
 def may_pack(*, final: bool, flush_no: int) -> bool:

@@ -150,7 +150,7 @@ class SparkJobs:
             try:
                 written = await asyncio.wait_for(call, self._job_timeout_s)
                 log.debug("Spark job of %d flush(es): %d files, %d rows carried, %.2f s", len(batch),
-                          len(plans), sum(p.carry.carried_rows for p in plans if p.carry),
+                          len(plans), sum(p.carry.rows for p in plans if p.carry),
                           time.monotonic() - started)
             except TimeoutError:
                 self._lose(batch, SparkHungError(

@@ -251,7 +251,7 @@ class SparkWriter:
         the final renames are atomic. Returns the files with their row counts and sizes.
         """
         counts = _rows_per_index(table) if table.num_rows else {}
-        expected = {p.index: counts.get(p.index, 0) + (p.carry.carried_rows if p.carry else 0)
+        expected = {p.index: counts.get(p.index, 0) + (p.carry.rows if p.carry else 0)
                     for p in files}
         if not any(expected.values()):  # nothing, or slices whose every row was deleted
             return self._empties(files, table.schema)
@@ -259,8 +259,7 @@ class SparkWriter:
         inputs = StagedInputs(self._fs, f"{scratch}-in")
         try:
             session = self._session_or_start()
-            carried = [(p.index, p.file_name, slice_) for p in files if p.carry is not None
-                       for slice_ in (p.carry, *p.carry.absorbed)]
+            carried = [(p.index, p.file_name, p.carry) for p in files if p.carry is not None]
             with quick_turns():  # a py4j round trip per call (py4j_turns.py)
                 if carried:  # each planned file's rows in one of a few tasks, side by side
                     frame = frame_with_carried_rows(session, table, carried, PART_COLUMN,

@@ -121,19 +121,12 @@ class UploadingSparkWriter(SparkWriter):
             shutil.rmtree(local, ignore_errors=True)
 
     def _fetch_carried(self, plan: PlannedFile, local: str) -> Carry | None:
-        """The old slices whose rows the new one carries (its own, and any it absorbs),
-        copied from the store into local scratch (Spark reads them there); streamed, so
-        memory stays bounded (a slice packed into is below ``table.small_file_bytes``
-        anyway). Each gets a name of its own: Spark knows a carried row's slice by it."""
+        """An old slice whose rows the new one carries, copied from the store into local
+        scratch (Spark reads it there); streamed, so memory stays bounded (a slice packed
+        into is below ``table.small_file_bytes`` anyway)."""
         if plan.carry is None:
             return None
-        fetched = [self._fetch(carry, posixpath.join(local, f"carried-{plan.index}-{n}.parquet"))
-                   for n, carry in enumerate((plan.carry, *plan.carry.absorbed))]
-        return replace(fetched[0], absorbed=tuple(fetched[1:]))
-
-    def _fetch(self, carry: Carry, target: str) -> Carry:
-        if carry.rows == 0:  # nothing of it is read
-            return carry
-        with self._store.open_read(carry.source_path) as source, open(target, "wb") as out:
+        target = posixpath.join(local, f"carried-{plan.index}.parquet")
+        with self._store.open_read(plan.carry.source_path) as source, open(target, "wb") as out:
             shutil.copyfileobj(source, out, 8 << 20)
-        return replace(carry, source_path=target)
+        return replace(plan.carry, source_path=target)
