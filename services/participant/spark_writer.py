@@ -80,11 +80,6 @@ _CLASSIC_ONLY_CONF = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.sql.shuffle.partitions": "2",
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
-    # A scan of more paths than this lists them in a Spark job of its own (tasks, a stage):
-    # a merge reading 48 old slices paid about 0.3-0.5 CPU-s for it, more than the listing of
-    # local files it runs (measured: 125k rows in 48 files read and written again, 1.6-2.0
-    # CPU-s with the job, 1.35-1.5 without; 8 files 1.2-1.35). Classic sessions read local
-    # files (an object store's slices are copied to local scratch first: staging_upload.py).
     # The serial collector: one local driver with Spark's default 1 GB heap gains nothing from
     # G1's concurrent threads and remembered sets. Measured on the bench (600k records of
     # 1 KB, one participant, idle machine, three pairs): participant CPU 72-83 -> 68-73 µs per
