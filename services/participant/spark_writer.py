@@ -279,9 +279,7 @@ class SparkWriter:
         written: list[WrittenFile] = []
         try:
             self._refuse_strays(scratch, {p.index for p in files})
-            for planned in files:
-                if expected[planned.index] == 0:
-                    continue  # written below, side by side
+            for planned in (p for p in files if expected[p.index]):
                 part_dir = posixpath.join(scratch, f"{PART_COLUMN}={planned.index}")
                 outputs = [
                     info for info in self._fs.list_dir(part_dir)
