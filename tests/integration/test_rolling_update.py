@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -37,13 +38,57 @@ def _open_instant(leader: Service, pipeline: Pipeline, participants: list[Servic
     return current["commit_time"] if staged else None
 
 
-def _stop_leader_mid_instant(pipeline: Pipeline, coordinators: list[Service],
-                             participants: list[Service]) -> Service:
-    """SIGTERM the leader while an instant with staged files is open; check it drained
-    (ended and committed that instant) and start its replacement. Returns the replacement."""
+def _mid_instant_under_load(pipeline: Pipeline, coordinators: list[Service],
+                            participants: list[Service]) -> tuple[Service, str, Load]:
+    """The leader, and its open instant once a participant holds staged files of it, with
+    the producer of the batch that opened it still running. A batch takes ~5 s at 300
+    records/s; on a loaded machine a flush may land only after its instant has ended, so a
+    batch that ends without the window gets the next one (up to three)."""
     leader = eventually(lambda: _leader(coordinators), 60, "one leader")
-    instant = eventually(lambda: _open_instant(leader, pipeline, participants), 60,
-                         "an open instant holding staged files", every_s=0.2)
+    load = Load(pipeline)
+
+    def caught_or_done() -> tuple[str | None] | None:
+        if instant := _open_instant(leader, pipeline, participants):
+            return (instant,)
+        return (None,) if load.ended() else None
+
+    for _ in range(3):
+        load.next_batch()
+        (instant,) = eventually(caught_or_done, 120, "an open instant holding staged files, "
+                                "or the batch's end", every_s=0.2)
+        if instant is not None:
+            return leader, instant, load
+    raise AssertionError(f"{load.batches} batches ended without an open instant holding "
+                         "staged files")
+
+
+class Load:
+    """Batches of BATCH records at 300 a second; ``batches`` counts those started."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self.pipeline = pipeline
+        self.batches = 0
+        self.producer: subprocess.Popen[bytes] | None = None
+
+    def next_batch(self) -> None:
+        self.wait()
+        self.batches += 1
+        self.producer = self.pipeline.produce_in_background(BATCH, rate=300)
+
+    def ended(self) -> bool:
+        return self.producer is None or self.producer.poll() is not None
+
+    def wait(self) -> None:
+        if self.producer is not None:
+            assert self.producer.wait(timeout=120) == 0
+
+
+def _stop_leader_mid_instant(pipeline: Pipeline, coordinators: list[Service],
+                             participants: list[Service]) -> int:
+    """SIGTERM the leader, under load, while an instant with staged files is open; check it
+    drained (ended and committed that instant) and start its replacement. Returns the
+    batches produced (all of them written to the topic)."""
+    leader, instant, load = _mid_instant_under_load(pipeline, coordinators, participants)
     pipeline.kill(leader, signal.SIGTERM)
     log = leader.log_path.read_text(errors="replace")
     assert leader.process.returncode == 0, log
@@ -55,7 +100,8 @@ def _stop_leader_mid_instant(pipeline: Pipeline, coordinators: list[Service],
     replacement = pipeline.start("coordinator")
     coordinators.append(replacement)
     pipeline.wait_ready(replacement)
-    return replacement
+    load.wait()
+    return load.batches
 
 
 BATCH = 1_600
@@ -100,10 +146,8 @@ def test_a_stopped_leader_commits_its_open_instant_and_the_standby_takes_over(
     with pipeline:
         *coordinators, participant = pipeline.start_ready("coordinator", "coordinator",
                                                           "participant")
-        producer = pipeline.produce_in_background(BATCH, rate=300)
-        _stop_leader_mid_instant(pipeline, coordinators, [participant])
-        assert producer.wait(timeout=120) == 0
-        _final_checks(pipeline, coordinators, batches=1)
+        batches = _stop_leader_mid_instant(pipeline, coordinators, [participant])
+        _final_checks(pipeline, coordinators, batches)
 
 
 @pytest.mark.long  # ~2 min on a quiet machine: three Spark sessions start
@@ -116,22 +160,16 @@ def test_a_rolling_update_under_load_aborts_nothing(
         *coordinators, first, second, _ = pipeline.start_ready(
             "coordinator", "coordinator", "participant", "participant", "deleter")
         participants = [first, second]
-        producer = pipeline.produce_in_background(BATCH, rate=300)
-        _stop_leader_mid_instant(pipeline, coordinators, participants)
-        assert producer.wait(timeout=120) == 0
+        batches = _stop_leader_mid_instant(pipeline, coordinators, participants)
 
         # A participant mid-instant: its partitions move to the other one, no abort.
-        producer = pipeline.produce_in_background(BATCH, rate=300)
-        leader = eventually(lambda: _leader(coordinators), 60, "one leader")
-        eventually(lambda: _open_instant(leader, pipeline, participants), 60,
-                   "an open instant holding staged files", every_s=0.2)
+        _, _, load = _mid_instant_under_load(pipeline, coordinators, participants)
         pipeline.kill(first, signal.SIGTERM)
         assert first.process.returncode == 0, first.log_tail()
         participants = [second, pipeline.start("participant")]
         pipeline.wait_ready(participants[1], timeout_s=180)
-        assert producer.wait(timeout=120) == 0
+        load.wait()
+        batches += load.batches
 
-        producer = pipeline.produce_in_background(BATCH, rate=300)
-        _stop_leader_mid_instant(pipeline, coordinators, participants)
-        assert producer.wait(timeout=120) == 0
-        _final_checks(pipeline, coordinators, batches=3)
+        batches += _stop_leader_mid_instant(pipeline, coordinators, participants)
+        _final_checks(pipeline, coordinators, batches)
