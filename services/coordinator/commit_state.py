@@ -51,10 +51,30 @@ class CommitState:
     """Latest member that announced each partition (PARTICIPANT_READY)."""
     heard_at: float | None = None
     """When a participant last announced a partition of this instant (alive, working)."""
+    window_from: float | None = None
+    """When the stream's share of this instant began, if not at its START: in upsert mode the
+    previous instant's END under this leadership. See :meth:`is_interval_reached`."""
 
     # --- predicates ---------------------------------------------------------------------
     def is_interval_reached(self, now: float, interval_s: float) -> bool:
-        return self.ended_at is None and now - self.started_at >= interval_s
+        """Whether END is due: ``interval_s`` after ``window_from`` (else after START), and
+        never before START.
+
+        Why upsert mode counts from the previous END: an upsert partition writes nothing
+        before END (each instant writes one slice per group), so while a commit's merges
+        outlast the interval, the records arriving meanwhile have waited an interval or more
+        when the next instant starts, and waiting another one only delays them. Measured on
+        ``hudi-sink bench --mode upsert`` (merges of 10-19 s, a 2 s interval): an update
+        arriving just after an END waited for that merge, a whole interval, then its own
+        merge. Insert mode counts from START: its partitions flush full buffers as new
+        groups while an instant is open, so that time is work, and every instant ends with a
+        barrier (each partition's last flush, the commit); counted from the previous END,
+        its keyed backlog ran in 6 instants instead of 4 and 24,839-28,151 records/s instead
+        of 31,052 (same bench, same day)."""
+        if self.ended_at is not None:
+            return False
+        window_from = self.started_at if self.window_from is None else self.window_from
+        return now - window_from >= interval_s
 
     def is_timed_out(self, now: float, timeout_s: float) -> bool:
         return self.ended_at is not None and now - self.ended_at >= timeout_s

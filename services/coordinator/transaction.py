@@ -91,6 +91,7 @@ class TransactionDriver:
         self.history = TransactionHistory()
         self.latest_instant: str | None = None
         self.starting: str | None = None  # reserved, not yet open (services.coordinator.instants)
+        self.last_end_at: float | None = None  # this leadership's latest END (upsert mode's window_from)
         self.owners: dict[PartitionKey, str] = {}  # latest announcer of each partition
         self._requests = OperatorRequests(context.clock)  # REST's (and a drain's) commit, abort
         self._waiting_logged_for: tuple[str, str] | None = None
@@ -118,6 +119,7 @@ class TransactionDriver:
     def begin_recovery(self) -> None:
         """Elected: announcements heard as a standby are not trusted, nor a change pending."""
         self.owners.clear()
+        self.last_end_at = None
         self.offsets.drop("a new leadership began")
         self.phase.close(CoordinatorPhase.RECOVERING, "elected")
 
@@ -283,6 +285,7 @@ class TransactionDriver:
             start_offsets=start_offsets,
             started_at=self._clock(),
             owners={k: v for k, v in self.owners.items() if k in expected},
+            window_from=self.last_end_at if self._config.table.write_mode == "upsert" else None,
         ))
         self.starting = None
         await self.send(StartCommit(offsets=PartitionOffset.list_of(start_offsets), table_schema=
@@ -292,6 +295,7 @@ class TransactionDriver:
     async def _end_transaction(self, now: float) -> None:
         state = self.phase.advance(CoordinatorPhase.ENDED)
         state.mark_ended(now)
+        self.last_end_at = now
         await self.send(EndCommit(), state.instant)
 
     async def _commit(self) -> None:

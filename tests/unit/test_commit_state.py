@@ -113,6 +113,20 @@ def test_interval_predicate_uses_injected_clock() -> None:
     assert not state.is_interval_reached(1000.0, 5.0)  # already ended
 
 
+def test_interval_counts_from_the_previous_end_but_never_before_start() -> None:
+    # The previous instant ended at 100 and committed at 101: END is due at 105.
+    state = _state(started_at=101.0)
+    state.window_from = 100.0
+    assert not state.is_interval_reached(104.999, 5.0)
+    assert state.is_interval_reached(105.0, 5.0)
+    # Its flushes outlasted the interval (END at 100, committed at 112): due at once.
+    late = _state(started_at=112.0)
+    late.window_from = 100.0
+    assert late.is_interval_reached(112.0, 5.0)
+    late.mark_ended(112.0)
+    assert not late.is_interval_reached(112.0, 5.0)
+
+
 def test_timeout_counts_from_end() -> None:
     state = _state(started_at=100.0)
     assert not state.is_timed_out(10_000.0, 30.0)  # never ended: no write-status timeout

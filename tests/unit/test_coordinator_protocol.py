@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,13 @@ async def sink(tmp_path: Path) -> AsyncIterator[tuple[BusCoordinator, MemoryCont
         "transaction": {"interval_ms": 100, "write_status_timeout_ms": 1000,
                         "resend_interval_ms": 200},
     })
+    async with _running(config) as (coordinator, bus):
+        yield coordinator, bus
+
+
+@asynccontextmanager
+async def _running(config: SinkConfig) -> AsyncIterator[tuple[BusCoordinator, MemoryControlBus]]:
+    """A coordinator of ``config`` running on its own in-memory bus, shut down on exit."""
     bus = MemoryControlBus(config.name)
     coordinator = BusCoordinator(config, bus)
     task = asyncio.create_task(coordinator.run())
@@ -173,6 +181,43 @@ async def test_an_instant_waits_for_the_first_announcement_instead_of_aborting(
     ack = await participant.expect(MessageType.ACK_COMMIT)
     assert ack.commit_time == start.commit_time
     assert not [v for v in coordinator.transaction_views(10) if v.state == "aborted"]
+
+
+@pytest.mark.parametrize("mode", ["upsert", "insert"])
+async def test_after_an_instant_that_outlasted_the_interval_upsert_mode_ends_the_next_at_once(
+    tmp_path: Path, mode: str,
+) -> None:
+    """Upsert mode counts the interval from the previous END: records that arrived during a
+    slow instant's merges have waited long enough when the next one starts. Insert mode
+    counts from START (its partitions write while an instant is open)."""
+    keyed = {"write_mode": "upsert", "record_key_field": "id"} if mode == "upsert" else {}
+    config = config_from_mapping({
+        "name": "t", "kafka": {"topics": [TOPIC]},
+        "table": {"base_path": str(tmp_path / "table"), "schema": "id STRING", **keyed},
+        "transaction": {"interval_ms": 3000, "write_status_timeout_ms": 60000,
+                        "resend_interval_ms": 1000}})
+    async with _running(config) as (_, bus):
+        participant = Participant(bus)
+        first = await participant.expect(MessageType.START_COMMIT)
+        await participant.announce(P0, P1)
+        await participant.expect(MessageType.END_COMMIT)
+        await asyncio.sleep(3.5)  # the stimulus: flushes slower than the interval
+        await participant.status(first, P0, 0, 3)
+        await participant.status(first, P1, 0, 4)
+        await participant.expect(MessageType.ACK_COMMIT)
+        loop = asyncio.get_running_loop()
+        second = await participant.expect(MessageType.START_COMMIT,
+                                          where=lambda e: e.commit_time != first.commit_time)
+        started = loop.time()
+        end = await participant.expect(MessageType.END_COMMIT,
+                                       where=lambda e: e.commit_time == second.commit_time)
+        waited = loop.time() - started
+        if mode == "upsert":
+            assert waited < 2.0, f"END came {waited:.2f} s after START, not at once"
+        else:
+            assert waited > 2.5, f"END came {waited:.2f} s after START, not an interval"
+        await participant.status(end, P0, 3, 3)  # answered: the shutdown has nothing to drain
+        await participant.status(end, P1, 4, 4)
 
 
 async def test_no_answer_at_all_rolls_back_and_a_late_status_joins_the_next_instant(
@@ -310,10 +355,7 @@ async def test_nothing_moved_but_a_partition_carried_is_rolled_back_visibly(tmp_
     moved there is still nothing to commit, but the instant is an abort (sink log decision,
     ``GET /transactions``, ``hudi_sink_aborts_total``), never counted as skipped."""
     config = _idle_config(tmp_path, 1000)
-    bus = MemoryControlBus(config.name)
-    coordinator = BusCoordinator(config, bus)
-    task = asyncio.create_task(coordinator.run())
-    try:
+    async with _running(config) as (coordinator, bus):
         participant = Participant(bus)
         start = await participant.expect(MessageType.START_COMMIT)
         await participant.announce(P0, P1)
@@ -323,9 +365,6 @@ async def test_nothing_moved_but_a_partition_carried_is_rolled_back_visibly(tmp_
                                        where=lambda e: e.commit_time != start.commit_time)
         decisions = dict(coordinator.parts.committer.refresh().decisions)
         metrics = coordinator.metrics.render().decode()
-    finally:
-        coordinator.shutdown()
-        await asyncio.wait_for(task, 30)
     view = coordinator.history.get(start.commit_time or "")
     assert view is not None and view.state == "aborted"
     assert view.reason == "no offset moved: partitions carried: d:1"
