@@ -53,7 +53,9 @@ class CommitState:
     """When a participant last announced a partition of this instant (alive, working)."""
     window_from: float | None = None
     """When the stream's share of this instant began, if not at its START: in upsert mode the
-    previous instant's END under this leadership. See :meth:`is_interval_reached`."""
+    previous instant's END under this leadership, unless that instant was rolled back (its
+    partitions seek back and read again, with no read-ahead to hand over). See
+    :meth:`is_interval_reached`."""
 
     # --- predicates ---------------------------------------------------------------------
     def is_interval_reached(self, now: float, interval_s: float) -> bool:

@@ -348,6 +348,7 @@ class TransactionDriver:
         """Roll the open transaction back (IllegalTransition when none is open)."""
         reason = f"{why.value}: {detail}" if detail else why.value
         state = self.phase.advance(CoordinatorPhase.ABORTING, reason)
+        self.last_end_at = None  # every partition seeks back: the next instant gets its interval
         await asyncio.to_thread(self._committer.abort, state.instant, reason)
         self._metrics.transaction_aborted(why.value)
         self.history.record(transaction_view(state, "aborted", reason=reason,

@@ -183,6 +183,27 @@ async def test_an_instant_waits_for_the_first_announcement_instead_of_aborting(
     assert not [v for v in coordinator.transaction_views(10) if v.state == "aborted"]
 
 
+def _timed_config(tmp_path: Path, mode: str, timeout_ms: int) -> SinkConfig:
+    """A 3 s interval; ``write_status_timeout_ms`` as given."""
+    keyed = {"write_mode": "upsert", "record_key_field": "id"} if mode == "upsert" else {}
+    return config_from_mapping({
+        "name": "t", "kafka": {"topics": [TOPIC]},
+        "table": {"base_path": str(tmp_path / "table"), "schema": "id STRING", **keyed},
+        "transaction": {"interval_ms": 3000, "write_status_timeout_ms": timeout_ms,
+                        "resend_interval_ms": min(1000, timeout_ms // 5)}})
+
+
+async def _next_instant_end(participant: Participant, previous: Envelope) -> tuple[Envelope, float]:
+    """The END of the instant after ``previous`` and the seconds from its START to it."""
+    loop = asyncio.get_running_loop()
+    start = await participant.expect(MessageType.START_COMMIT,
+                                     where=lambda e: e.commit_time != previous.commit_time)
+    started = loop.time()
+    end = await participant.expect(MessageType.END_COMMIT,
+                                   where=lambda e: e.commit_time == start.commit_time)
+    return end, loop.time() - started
+
+
 @pytest.mark.parametrize("mode", ["upsert", "insert"])
 async def test_after_an_instant_that_outlasted_the_interval_upsert_mode_ends_the_next_at_once(
     tmp_path: Path, mode: str,
@@ -190,13 +211,7 @@ async def test_after_an_instant_that_outlasted_the_interval_upsert_mode_ends_the
     """Upsert mode counts the interval from the previous END: records that arrived during a
     slow instant's merges have waited long enough when the next one starts. Insert mode
     counts from START (its partitions write while an instant is open)."""
-    keyed = {"write_mode": "upsert", "record_key_field": "id"} if mode == "upsert" else {}
-    config = config_from_mapping({
-        "name": "t", "kafka": {"topics": [TOPIC]},
-        "table": {"base_path": str(tmp_path / "table"), "schema": "id STRING", **keyed},
-        "transaction": {"interval_ms": 3000, "write_status_timeout_ms": 60000,
-                        "resend_interval_ms": 1000}})
-    async with _running(config) as (_, bus):
+    async with _running(_timed_config(tmp_path, mode, 60000)) as (_, bus):
         participant = Participant(bus)
         first = await participant.expect(MessageType.START_COMMIT)
         await participant.announce(P0, P1)
@@ -205,19 +220,31 @@ async def test_after_an_instant_that_outlasted_the_interval_upsert_mode_ends_the
         await participant.status(first, P0, 0, 3)
         await participant.status(first, P1, 0, 4)
         await participant.expect(MessageType.ACK_COMMIT)
-        loop = asyncio.get_running_loop()
-        second = await participant.expect(MessageType.START_COMMIT,
-                                          where=lambda e: e.commit_time != first.commit_time)
-        started = loop.time()
-        end = await participant.expect(MessageType.END_COMMIT,
-                                       where=lambda e: e.commit_time == second.commit_time)
-        waited = loop.time() - started
+        end, waited = await _next_instant_end(participant, first)
         if mode == "upsert":
             assert waited < 2.0, f"END came {waited:.2f} s after START, not at once"
         else:
             assert waited > 2.5, f"END came {waited:.2f} s after START, not an interval"
         await participant.status(end, P0, 3, 3)  # answered: the shutdown has nothing to drain
         await participant.status(end, P1, 4, 4)
+
+
+async def test_after_a_roll_back_an_upsert_instant_counts_its_interval_from_start(
+    tmp_path: Path,
+) -> None:
+    """Rolled back, every partition seeks back with nothing read ahead: an instant ended at
+    its START would hold almost nothing and still cost a merge of every group it touches."""
+    async with _running(_timed_config(tmp_path, "upsert", 1000)) as (coordinator, bus):
+        participant = Participant(bus)
+        first = await participant.expect(MessageType.START_COMMIT)
+        await participant.announce(P0, P1)
+        await participant.expect(MessageType.END_COMMIT)  # no status: rolled back
+        end, waited = await _next_instant_end(participant, first)
+        assert waited > 2.5, f"END came {waited:.2f} s after START, not an interval"
+        view = coordinator.history.get(first.commit_time or "")
+        assert view is not None and view.state == "aborted"
+        await participant.status(end, P0, 0, 0)
+        await participant.status(end, P1, 0, 0)
 
 
 async def test_no_answer_at_all_rolls_back_and_a_late_status_joins_the_next_instant(
