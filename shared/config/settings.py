@@ -172,8 +172,7 @@ class TransactionConfig(_Section):
     """Timing of the coordinator's transactions and the participants' buffers."""
 
     interval_ms: int = Field(60000, ge=100)
-    """END_COMMIT comes this long after START; in upsert mode after the previous instant's END
-    (a leadership's first instant: after its START), never before START."""
+    """START → END; upsert mode: previous END → END (``CommitState.is_interval_reached``)."""
     write_status_timeout_ms: int = Field(300000, ge=1000)
     flush_records: int = Field(100000, ge=1)
     flush_bytes: int | None = Field(None, ge=1024, exclude=True)
